@@ -1,0 +1,3 @@
+from skyward.agent.supervisor import main
+
+main()

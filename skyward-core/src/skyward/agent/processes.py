@@ -1,0 +1,101 @@
+"""Worker processes as the supervisor sees them: spawn, output pipes, death."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from skyward.agent.config import WORKER_ENV_VAR
+
+
+def describe_exit(returncode: int) -> str:
+    """A person-readable cause of death: 'killed by SIGKILL (possibly out of memory)'."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (possibly out of memory: the kernel's OOM killer sends SIGKILL)"
+        return f"killed by {name}" + (hint if name == "SIGKILL" else "")
+    return f"exited with status {returncode}"
+
+
+@dataclass
+class OutputBuffer:
+    """Splits a pipe's bytes into lines, keeping a partial last line for later."""
+
+    pending: bytes = b""
+
+    def feed(self, data: bytes) -> list[str]:
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        return [line.decode(errors="replace").rstrip("\r") for line in lines]
+
+    def flush(self) -> list[str]:
+        rest, self.pending = self.pending, b""
+        return [rest.decode(errors="replace")] if rest else []
+
+
+@dataclass
+class WorkerProcess:
+    index: int
+    process: subprocess.Popen[bytes]
+    outputs: dict[int, tuple[str, OutputBuffer]] = field(default_factory=dict)
+    ready: bool = False
+    busy_task: tuple[bytes, int] | None = None  # (client identity, task id)
+
+    @staticmethod
+    def spawn(index: int, backend: str, info: dict[str, object], env: dict[str, str]) -> WorkerProcess:
+        child_env = dict(env)
+        child_env[WORKER_ENV_VAR] = json.dumps({"backend": backend, "info": info})
+        child_env["PYTHONUNBUFFERED"] = "1"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "skyward.agent.worker"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env,
+        )
+        handle = WorkerProcess(index, process)
+        for stream_name, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
+            assert pipe is not None
+            fd = pipe.fileno()
+            os.set_blocking(fd, False)
+            handle.outputs[fd] = (stream_name, OutputBuffer())
+        return handle
+
+    def read(self, fd: int) -> tuple[str, list[str], bool]:
+        """Read what is available on one of its pipes: (stream, lines, reached EOF)."""
+        stream, buffer = self.outputs[fd]
+        chunks: list[bytes] = []
+        eof = False
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not data:
+                eof = True
+                break
+            chunks.append(data)
+        lines = buffer.feed(b"".join(chunks))
+        if eof:
+            lines += buffer.flush()
+        return stream, lines, eof
+
+    def close_pipes(self) -> None:
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+        self.outputs.clear()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.send_signal(sig)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,194 @@
+"""``@compute``: functions become lazy, typed, picklable computations.
+
+Operators route a computation to a pool: ``>>`` runs it on one worker, ``@`` on every
+worker, ``&`` chains up to eight into a typed batch, and ``gather`` groups any number.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+from skyward.errors import ConfigurationError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+D = TypeVar("D")
+E = TypeVar("E")
+F = TypeVar("F")
+G = TypeVar("G")
+H = TypeVar("H")
+T = TypeVar("T")
+
+
+class Executor(Protocol):
+    """What the operators need from a pool (``ComputePool`` and friends satisfy it)."""
+
+    def run(self, pending: PendingCompute[T]) -> T: ...
+
+    def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]: ...
+
+    def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCompute(Generic[R]):
+    """A deferred call ``fn(*args, **kwargs)`` that returns ``R`` when a pool runs it."""
+
+    fn: Callable[..., R]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__qualname__", repr(self.fn))
+
+    def __rshift__(self, pool: Executor) -> R:
+        return pool.run(self)
+
+    def __matmul__(self, pool: Executor) -> tuple[R, ...]:
+        return pool.broadcast(self)
+
+    def __and__(self, other: PendingCompute[B]) -> PendingBatch2[R, B]:
+        return PendingBatch2((self, _check_pending(other)))
+
+
+def _check_pending(value: object) -> PendingCompute[Any]:
+    if not isinstance(value, PendingCompute):
+        raise ConfigurationError(
+            f"expected a computation (the result of calling a @compute function), got {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch(Generic[R]):
+    """Computations that run in parallel; ``batch >> pool`` returns their results in order."""
+
+    items: tuple[PendingCompute[Any], ...]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __rshift__(self, pool: Executor) -> tuple[R, ...]:
+        return pool.run_batch(self)
+
+
+# Typed chains: ``(f() & g() & h()) >> pool`` infers ``tuple[F, G, H]``. Python has no
+# variadic generics that a checker can grow one element at a time, so each arity is a
+# class of its own.
+@dataclass(frozen=True, slots=True)
+class PendingBatch2(PendingBatch[Any], Generic[A, B]):
+    def __rshift__(self, pool: Executor) -> tuple[A, B]:
+        return pool.run_batch(self)  # type: ignore[return-value]
+
+    def __and__(self, other: PendingCompute[C]) -> PendingBatch3[A, B, C]:
+        return PendingBatch3((*self.items, _check_pending(other)))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch3(PendingBatch[Any], Generic[A, B, C]):
+    def __rshift__(self, pool: Executor) -> tuple[A, B, C]:
+        return pool.run_batch(self)  # type: ignore[return-value]
+
+    def __and__(self, other: PendingCompute[D]) -> PendingBatch4[A, B, C, D]:
+        return PendingBatch4((*self.items, _check_pending(other)))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch4(PendingBatch[Any], Generic[A, B, C, D]):
+    def __rshift__(self, pool: Executor) -> tuple[A, B, C, D]:
+        return pool.run_batch(self)  # type: ignore[return-value]
+
+    def __and__(self, other: PendingCompute[E]) -> PendingBatch5[A, B, C, D, E]:
+        return PendingBatch5((*self.items, _check_pending(other)))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch5(PendingBatch[Any], Generic[A, B, C, D, E]):
+    def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E]:
+        return pool.run_batch(self)  # type: ignore[return-value]
+
+    def __and__(self, other: PendingCompute[F]) -> PendingBatch6[A, B, C, D, E, F]:
+        return PendingBatch6((*self.items, _check_pending(other)))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch6(PendingBatch[Any], Generic[A, B, C, D, E, F]):
+    def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E, F]:
+        return pool.run_batch(self)  # type: ignore[return-value]
+
+    def __and__(self, other: PendingCompute[G]) -> PendingBatch7[A, B, C, D, E, F, G]:
+        return PendingBatch7((*self.items, _check_pending(other)))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch7(PendingBatch[Any], Generic[A, B, C, D, E, F, G]):
+    def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E, F, G]:
+        return pool.run_batch(self)  # type: ignore[return-value]
+
+    def __and__(self, other: PendingCompute[H]) -> PendingBatch8[A, B, C, D, E, F, G, H]:
+        return PendingBatch8((*self.items, _check_pending(other)))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch8(PendingBatch[Any], Generic[A, B, C, D, E, F, G, H]):
+    def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E, F, G, H]:
+        return pool.run_batch(self)  # type: ignore[return-value]
+
+    def __and__(self, other: object) -> PendingBatch[Any]:
+        raise ConfigurationError(
+            "a chain with & holds at most 8 computations; use gather(*computations) for more"
+        )
+
+
+def gather(*computations: PendingCompute[R]) -> PendingBatch[R]:
+    """Group any number of computations; ``gather(...) >> pool`` returns results in order."""
+    return PendingBatch(tuple(_check_pending(c) for c in computations))
+
+
+class ComputeFunction(Generic[P, R]):
+    """A function made lazy by ``@compute``: calling it returns a ``PendingCompute``."""
+
+    __slots__ = ("__dict__", "_fn")
+
+    def __init__(self, fn: Callable[P, R]) -> None:
+        self._fn = fn
+        functools.update_wrapper(self, fn)
+
+    @property
+    def local(self) -> Callable[P, R]:
+        """The original function, to run here and now (tests, debugging)."""
+        return self._fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> PendingCompute[R]:
+        return PendingCompute(self._fn, args, dict(kwargs))
+
+    def __repr__(self) -> str:
+        return f"<compute {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+    # A ComputeFunction is itself picklable by value (cloudpickle), e.g. when one
+    # computation calls another's .local inside a worker.
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ComputeFunction, (self._fn,))
+
+
+@overload
+def compute(fn: Callable[P, R]) -> ComputeFunction[P, R]: ...
+@overload
+def compute(fn: object) -> ComputeFunction[..., Any]: ...
+def compute(fn: Any) -> ComputeFunction[..., Any]:
+    """Make ``fn`` lazy: ``fn(x)`` now builds a computation for a pool to run."""
+    if isinstance(fn, ComputeFunction):
+        return fn
+    if not callable(fn):
+        raise ConfigurationError(
+            f"@compute needs a function (or other callable), got {type(fn).__name__}: {fn!r}"
+        )
+    return ComputeFunction(fn)

@@ -1,0 +1,430 @@
+"""``ComputePool``: provisions nodes through a provider, runs computations, tears down.
+
+Construction validates everything and provisions nothing. ``with pool:`` (or
+``pool.open()``) provisions, bootstraps and connects; leaving the block stops the agents,
+terminates every node and removes the provider's infrastructure, whatever happened
+inside. A timer stops the pool after ``timeout`` seconds; each node also enforces that
+limit (plus ``NODE_TTL_MARGIN``) on its own, and exits when the client has been silent
+for its grace period, so nothing outlives the pool because a laptop closed.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from skyward.agent.config import AgentConfig
+from skyward.api.compute import PendingBatch, PendingCompute
+from skyward.api.spec import PoolSpec, build_spec
+from skyward.errors import (
+    ConfigurationError,
+    PoolClosedError,
+    PoolTimeoutError,
+    ProvisioningError,
+    VersionMismatchError,
+)
+from skyward.image import CLIENT_PYTHON, BootstrapContext, Image
+from skyward.plugins.registry import registry
+from skyward.providers.protocol import NodeHandle, ProviderDriver
+from skyward.transport import serialize, wire
+from skyward.transport.client import PoolClient
+from skyward.transport.security import CurveKeys
+
+T = TypeVar("T")
+
+NODE_TTL_MARGIN = 60.0  # a node outlives its pool's timeout by at most this, plus shutdown
+COST_UPDATE_INTERVAL = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _EventPump:
+    """Delivers events on a thread of their own: a slow user callback never stalls I/O."""
+
+    def __init__(self, deliver: Callable[[Any], None]) -> None:
+        self._deliver = deliver
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="skyward-events", daemon=True)
+        self._thread.start()
+
+    def put(self, event: Any) -> None:
+        self._queue.put(event)
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is None:
+                return
+            self._deliver(event)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+
+class ComputePool:
+    """A pool of nodes from one provider. See the README for the full parameter table."""
+
+    def __init__(
+        self,
+        provider: Any = None,
+        image: Image | None = None,
+        nodes: int = 1,
+        machine: str | None = None,
+        accelerator: Any = None,
+        cpu: int | None = None,
+        memory: str | int | None = None,
+        volume: Sequence[Any] | None = None,
+        spot: Any = None,
+        timeout: float = 3600,
+        env: Mapping[str, str] | None = None,
+        concurrency: int = 1,
+        display: str = "log",
+        on_event: Callable[[Any], Any] | None = None,
+        collect_metrics: bool = True,
+        pip: Sequence[str] | None = None,
+    ) -> None:
+        from skyward.callbacks import EventBus
+        from skyward.display import create_display
+        from skyward.providers.local import Local
+
+        if provider is None:
+            provider = Local()
+        if on_event is not None and not callable(on_event):
+            raise ConfigurationError(f"ComputePool(on_event={on_event!r}): must be a callable taking an event")
+        self.spec: PoolSpec = build_spec(
+            provider=provider, image=image, pip=pip, nodes=nodes, machine=machine,
+            accelerator=accelerator, cpu=cpu, memory=memory, volume=volume, spot=spot,
+            timeout=timeout, env=env, concurrency=concurrency, display=display,
+            collect_metrics=collect_metrics,
+        )  # fmt: skip
+        plugin = registry.provider_for(provider)
+        self.provider_name = plugin.name
+        self._driver: ProviderDriver = plugin.create_driver(provider)
+        self._driver.validate(self.spec)
+        self._display = create_display(self.spec.display)
+        self._bus = EventBus(on_event=on_event, display=self._display)
+        self._pump: _EventPump | None = None
+        self._keys = CurveKeys.generate()
+        self._client: PoolClient | None = None
+        self._nodes: list[NodeHandle] = []
+        self._started_at = 0.0
+        self._timer: threading.Timer | None = None
+        self._cost_thread: threading.Thread | None = None
+        self._state_lock = threading.Lock()
+        self._state = "new"  # new -> starting -> active -> stopped
+        self._stop_error: BaseException | None = None
+        self._head_port = _free_port()
+
+    # -- events -----------------------------------------------------------------------
+
+    def emit(self, event: Any) -> None:
+        if self._pump is not None:
+            self._pump.put(event)
+        else:
+            self._bus.emit(event)
+
+    def on(self, event_type: Any, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call ``handler`` for every event of ``event_type`` (a type, tuple or union).
+        Returns a function that removes the handler."""
+        return self._bus.on(event_type, handler)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self._state == "active"
+
+    @property
+    def instance_count(self) -> int:
+        return len(self._nodes) if self._nodes else self.spec.nodes
+
+    @property
+    def nodes(self) -> tuple[NodeHandle, ...]:
+        return tuple(self._nodes)
+
+    def __enter__(self) -> ComputePool:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        from skyward.events import InfraCreated, InfraCreating, InstanceProvisioned, PoolStarted
+
+        with self._state_lock:
+            if self._state != "new":
+                raise PoolClosedError(f"this pool was already opened (state: {self._state}); make a new ComputePool")
+            self._state = "starting"
+        self._pump = _EventPump(self._bus.emit)
+        try:
+            self.emit(InfraCreating())
+            region = self._driver.prepare(self.spec, self.emit)
+            self.emit(InfraCreated(region=region))
+            self._nodes = self._driver.launch(self.spec, self._user_data, self.emit)
+            for handle in self._nodes:
+                self.emit(
+                    InstanceProvisioned(
+                        instance_id=handle.instance_id, node=handle.node, spot=handle.spot,
+                        provider=self.provider_name, ip=handle.ip, instance_type=handle.instance_type,
+                        price_on_demand=handle.price_on_demand, price_spot=handle.price_spot,
+                    )
+                )  # fmt: skip
+            self._connect()
+        except BaseException:
+            self._teardown_after_failure()
+            raise
+        self._started_at = time.monotonic()
+        with self._state_lock:
+            self._state = "active"
+        self._timer = threading.Timer(self.spec.timeout, self._on_timeout)
+        self._timer.daemon = True
+        self._timer.start()
+        self._cost_thread = threading.Thread(target=self._cost_ticker, name="skyward-cost", daemon=True)
+        self._cost_thread.start()
+        self.emit(PoolStarted())
+
+    def _user_data(
+        self,
+        node: int,
+        bind: str,
+        context: BootstrapContext,
+        *,
+        run_dir: str,
+        visible_devices: Sequence[str | None] = (),
+        instance_id: str = "",
+    ) -> str:
+        spec = self.spec
+        grace = float(getattr(spec.provider, "grace_period", 30.0))
+        config = AgentConfig(
+            pool_id=spec.pool_id,
+            node=node,
+            total_nodes=spec.nodes,
+            workers=spec.workers_per_node,
+            bind=bind,
+            run_dir=run_dir,
+            server_secret=self._keys.server_secret.decode() if bind.startswith("tcp://") else None,
+            client_public=self._keys.client_public.decode() if bind.startswith("tcp://") else None,
+            ttl_seconds=spec.timeout + NODE_TTL_MARGIN,
+            grace_seconds=grace,
+            metrics_interval=2.0 if spec.collect_metrics else 0.0,
+            accelerators=[str(spec.accelerator)] * max(1, spec.partitions) if spec.accelerator else [],
+            visible_devices=list(visible_devices),
+            instance_id=instance_id,
+        )
+        from skyward.agent.config import ENV_VAR
+
+        steps = [(s.name, s.script) for s in _plugin_steps(spec.image)]
+        ctx = BootstrapContext(
+            local=context.local,
+            python_executable=context.python_executable,
+            skyward_requirement=context.skyward_requirement,
+            pinned=context.pinned,
+            agent_env={**context.agent_env, ENV_VAR: config.to_json()},
+            extra_steps=(*context.extra_steps, *steps),
+            home=context.home,
+            uv=context.uv,
+        )
+        return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
+
+    def _connect(self) -> None:
+        import cloudpickle
+
+        endpoints = [n.endpoint for n in self._nodes]
+        self._client = PoolClient(endpoints, self._keys, self._on_node_message)
+        timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
+        infos = self._client.connect(timeout=timeout)
+        for node, info in zip(self._nodes, infos, strict=True):
+            remote_py = ".".join(str(info["python"]).split(".")[:2])
+            if remote_py != CLIENT_PYTHON or info["cloudpickle"] != cloudpickle.__version__:
+                raise VersionMismatchError(
+                    f"node {node.node} runs Python {info['python']} with cloudpickle {info['cloudpickle']}, "
+                    f"but this client runs Python {CLIENT_PYTHON} with cloudpickle {cloudpickle.__version__}; "
+                    "both must match (set Image(python=...) and pin cloudpickle)"
+                )
+        head = self._nodes[0]
+        cluster = {
+            "head_addr": head.private_ip or head.ip or "127.0.0.1",
+            "head_port": self._head_port,
+            "total_nodes": len(self._nodes),
+            "job_id": self.spec.pool_id,
+        }
+        self._client.broadcast_control([wire.CLUSTER, wire.encode_json(cluster)])
+
+    def _on_node_message(self, node: int, kind: bytes, payload: Any) -> None:
+        from skyward.events import Error, LogLine, Metrics
+
+        handle = self._nodes[node]
+        if kind == wire.LOG:
+            for line in payload["lines"]:
+                self.emit(LogLine(node=node, instance_id=handle.instance_id, line=line, timestamp=payload["ts"]))
+        elif kind == wire.METRICS:
+            self.emit(Metrics(instance_id=handle.instance_id, node=node, **payload))
+        elif kind == wire.NOTICE:
+            message = payload.get("message") or f"node {node}: worker {payload.get('worker')} {payload.get('cause')}"
+            self.emit(Error(message=message, instance_id=handle.instance_id))
+
+    def _priced(self) -> list[Any]:
+        from skyward.cost import PricedInstance
+
+        return [
+            PricedInstance(
+                instance_id=n.instance_id, spot=n.spot, hourly_price=n.hourly_price, on_demand_price=n.price_on_demand
+            )
+            for n in self._nodes
+        ]
+
+    def _cost_ticker(self) -> None:
+        from skyward.cost import cost_update
+
+        while self._state == "active":
+            self.emit(cost_update(self._priced(), time.monotonic() - self._started_at))
+            deadline = time.monotonic() + COST_UPDATE_INTERVAL
+            while self._state == "active" and time.monotonic() < deadline:
+                time.sleep(0.2)
+
+    def _on_timeout(self) -> None:
+        from skyward.events import Error
+
+        error = PoolTimeoutError(
+            f"the pool's timeout of {self.spec.timeout:g} s passed: it stopped itself and cancelled "
+            "its running tasks (raise ComputePool(timeout=...) for longer work)"
+        )
+        self.emit(Error(message=str(error), instance_id=None))
+        self._shutdown(error)
+
+    def close(self) -> None:
+        """Stop the pool: idempotent, safe from any thread."""
+        self._shutdown(PoolClosedError("the pool was closed while this task was outstanding"))
+
+    def _shutdown(self, error: BaseException) -> None:
+        from skyward.cost import cost_final
+        from skyward.events import InstanceStopping, PoolStopping
+
+        with self._state_lock:
+            if self._state in ("stopped", "new"):
+                if self._state == "new":
+                    self._state = "stopped"
+                return
+            self._state = "stopped"
+            self._stop_error = error
+        if self._timer is not None:
+            self._timer.cancel()
+        elapsed = time.monotonic() - self._started_at if self._started_at else 0.0
+        self.emit(PoolStopping())
+        try:
+            if self._client is not None:
+                self._client.close(error)
+        finally:
+            for handle in self._nodes:
+                self.emit(InstanceStopping(instance_id=handle.instance_id))
+            try:
+                self._driver.terminate(self._nodes)
+            finally:
+                self._driver.teardown()
+                self.emit(cost_final(self._priced(), elapsed))
+                self._finish_events()
+
+    def _teardown_after_failure(self) -> None:
+        with self._state_lock:
+            self._state = "stopped"
+        try:
+            if self._client is not None:
+                self._client.close(ProvisioningError("the pool failed to start"))
+        finally:
+            try:
+                self._driver.terminate(self._nodes)
+            finally:
+                self._driver.teardown()
+                self._finish_events()
+
+    def _finish_events(self) -> None:
+        if self._pump is not None:
+            self._pump.close()
+        close = getattr(self._display, "close", None)
+        if close is not None:
+            close()
+
+    # -- running computations -----------------------------------------------------------
+
+    def _require_client(self) -> PoolClient:
+        if self._state != "active" or self._client is None:
+            if self._stop_error is not None and self._state == "stopped":
+                raise PoolClosedError(f"this pool is stopped ({self._stop_error})")
+            raise PoolClosedError(
+                "this pool is not active: use it inside 'with ComputePool(...) as pool:' (or call pool.open())"
+            )
+        return self._client
+
+    @staticmethod
+    def _payload(pending: PendingCompute[Any], functions: dict[int, tuple[bytes, bytes]]) -> list[serialize.Frame]:
+        if not isinstance(pending, PendingCompute):
+            raise ConfigurationError(
+                f"a pool runs computations (the result of calling a @compute function), got {pending!r}"
+            )
+        key_raw = functions.get(id(pending.fn))
+        if key_raw is None:
+            key_raw = serialize.dumps_function(pending.fn)
+            functions[id(pending.fn)] = key_raw
+        return [*key_raw, *serialize.dumps_arguments(pending.fn, pending.args, pending.kwargs)]
+
+    def submit(self, pending: PendingCompute[T]) -> Future[T]:
+        """Run on one worker without waiting: a ``concurrent.futures.Future``."""
+        client = self._require_client()
+        return client.submit(self._payload(pending, {}))
+
+    def run(self, pending: PendingCompute[T]) -> T:
+        """Run on the first available worker and return its result (``pending >> pool``)."""
+        return self.submit(pending).result()
+
+    def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
+        """Run every computation of the batch in parallel; results in order. The first
+        failure (in batch order) is raised and what has not started yet is cancelled."""
+        client = self._require_client()
+        functions: dict[int, tuple[bytes, bytes]] = {}
+        payloads = [self._payload(p, functions) for p in batch.items]
+        futures = client.submit_many(payloads)
+        return _collect(futures)
+
+    def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
+        """Run on every worker of every node (``pending @ pool``); one result per worker,
+        ordered by node then worker."""
+        client = self._require_client()
+        payload = self._payload(pending, {})
+        futures: list[Future[Any]] = []
+        for node in range(len(self._nodes)):
+            for worker in range(self.spec.workers_per_node):
+                futures += client.submit_many([list(payload)], node=node, worker=worker)
+        return _collect(futures)
+
+    def __repr__(self) -> str:
+        return f"<ComputePool {self.spec.pool_id} {self.provider_name} nodes={self.spec.nodes} {self._state}>"
+
+
+def _collect(futures: Sequence[Future[Any]]) -> tuple[Any, ...]:
+    results = []
+    try:
+        for future in futures:
+            results.append(future.result())
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
+    return tuple(results)
+
+
+def _plugin_steps(image: Image) -> list[Any]:
+    results = registry.pm.hook.skyward_bootstrap_steps(image=image)
+    return [step for group in results for step in group]
+
+

@@ -1,0 +1,128 @@
+"""``PoolSpec``: every ComputePool parameter, validated once, as one frozen value.
+
+``build_spec`` is pure: it raises ConfigurationError for bad input and touches nothing,
+so a pool that fails validation has provisioned nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from skyward.errors import ConfigurationError
+from skyward.image import Image
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    provider: Any
+    image: Image
+    nodes: int = 1
+    machine: str | None = None
+    accelerator: Any = None  # skyward.accelerators.Accelerator
+    cpu: int | None = None
+    memory_mb: int | None = None
+    volumes: tuple[Any, ...] = ()
+    spot: Any = None  # skyward.spot.SpotStrategy, None = the provider's default
+    timeout: float = 3600.0
+    concurrency: int = 1
+    display: str = "log"
+    collect_metrics: bool = True
+    partitions: int = 1
+    pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
+
+    @property
+    def workers_per_node(self) -> int:
+        """Worker processes per node: accelerator partitions (MIG) times concurrency."""
+        return self.partitions * self.concurrency
+
+    @property
+    def total_workers(self) -> int:
+        return self.nodes * self.workers_per_node
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"ComputePool({name}={value!r}): must be an integer >= 1")
+    return value
+
+
+def build_spec(
+    *,
+    provider: Any,
+    image: Image | None,
+    pip: Sequence[str] | None,
+    nodes: int,
+    machine: str | None,
+    accelerator: Any,
+    cpu: int | None,
+    memory: str | int | None,
+    volume: Sequence[Any] | None,
+    spot: Any,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    concurrency: int,
+    display: str,
+    collect_metrics: bool,
+) -> PoolSpec:
+    from skyward.display import DISPLAY_MODES
+
+    nodes = _positive_int("nodes", nodes)
+    concurrency = _positive_int("concurrency", concurrency)
+    if display not in DISPLAY_MODES:
+        raise ConfigurationError(
+            f"ComputePool(display={display!r}): unknown display mode; use one of {', '.join(map(repr, DISPLAY_MODES))}"
+        )
+    if image is None:
+        image = Image()
+    elif not isinstance(image, Image):
+        raise ConfigurationError(f"ComputePool(image=...) takes a skyward.Image, got {image!r}")
+    if pip:
+        if isinstance(pip, str):
+            raise ConfigurationError(f"ComputePool(pip=...) takes a list of packages, got the string {pip!r}")
+        image = image.with_pip(*pip)
+    if env:
+        image = image.with_env(**dict(env))
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ConfigurationError(f"ComputePool(timeout={timeout!r}): must be a positive number of seconds")
+    if cpu is not None:
+        cpu = _positive_int("cpu", cpu)
+    memory_mb = None
+    if memory is not None:
+        from skyward.units import parse_memory
+
+        memory_mb = parse_memory(memory) // 2**20
+    if machine is not None and (not isinstance(machine, str) or not machine.strip()):
+        raise ConfigurationError(f"ComputePool(machine={machine!r}): must be an instance type name")
+    acc, partitions = None, 1
+    if accelerator is not None:
+        from skyward.accelerators import parse_accelerator, workers_per_node
+
+        acc = parse_accelerator(accelerator)
+        partitions = workers_per_node(acc)
+    strategy = None
+    if spot is not None:
+        from skyward.spot import normalize_spot
+
+        strategy = normalize_spot(spot)
+    volumes = tuple(volume or ())
+    if not isinstance(collect_metrics, bool):
+        raise ConfigurationError(f"ComputePool(collect_metrics={collect_metrics!r}): must be True or False")
+    return PoolSpec(
+        provider=provider,
+        image=image,
+        nodes=nodes,
+        machine=machine,
+        accelerator=acc,
+        cpu=cpu,
+        memory_mb=memory_mb,
+        volumes=volumes,
+        spot=strategy,
+        timeout=float(timeout),
+        concurrency=concurrency,
+        display=display,
+        collect_metrics=collect_metrics,
+        partitions=partitions,
+    )

@@ -1,0 +1,178 @@
+"""Renders an ``Image`` into its bootstrap script (a pure function: text in, text out)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shlex
+from importlib import metadata
+
+from skyward.agent.config import STEP_MARKER
+from skyward.image import BootstrapContext, Image
+
+ENV_COMPLETE = ".skyward-complete"
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def _section(title: str, body: str) -> str:
+    return f'\n# --- {title}\necho "{STEP_MARKER} {title}"\n{body.strip()}\n'
+
+
+def _ttl(ttl: int, ctx: BootstrapContext) -> str:
+    if ttl <= 0:
+        return "# no TTL requested"
+    if ctx.local:
+        return f"# Local provider: the agent enforces the TTL of {ttl} s itself; this machine is never shut down."
+    minutes = max(1, math.ceil(ttl / 60))
+    # Armed before anything else can fail, so a broken bootstrap still ends the instance.
+    # With InstanceInitiatedShutdownBehavior=terminate (or a provider's equivalent),
+    # shutting down deletes the instance.
+    return f"""if [ "$(id -u)" = 0 ] && [ ! -f /run/skyward-ttl-armed ]; then
+  shutdown -h +{minutes} "skyward: pool TTL of {ttl} s reached" >/dev/null 2>&1 \\
+    || nohup sh -c 'sleep {ttl}; poweroff -f' >/dev/null 2>&1 &
+  touch /run/skyward-ttl-armed
+fi"""
+
+
+def _apt(image: Image, ctx: BootstrapContext) -> str:
+    if not image.apt:
+        return "# no apt packages"
+    names = " ".join(_q(p.split("=")[0]) for p in image.apt)
+    if ctx.local:
+        return f"""missing=""
+for pkg in {names}; do
+  dpkg-query -W -f='${{Status}}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
+done
+if [ -n "$missing" ]; then
+  fail "Image(apt=...) asks for packages this machine lacks:$missing. The Local provider never installs system packages; install them yourself (sudo apt-get install$missing) or use a cloud provider."
+fi"""
+    packages = " ".join(_q(p) for p in image.apt)
+    return f"""export DEBIAN_FRONTEND=noninteractive
+if ! dpkg-query -W {names} >/dev/null 2>&1; then
+  for i in 1 2 3 4 5; do apt-get update -q && break || sleep 5; done
+  apt-get install -y -q --no-install-recommends {packages}
+fi"""
+
+
+def _uv(ctx: BootstrapContext) -> str:
+    if ctx.uv:
+        return f'UV={_q(ctx.uv)}\n[ -x "$UV" ] || fail "uv not found at $UV"'
+    return """if command -v uv >/dev/null 2>&1; then UV=$(command -v uv)
+elif [ -x "$SKYWARD_HOME/tools/bin/uv" ]; then UV="$SKYWARD_HOME/tools/bin/uv"
+else
+  python3 -m venv "$SKYWARD_HOME/tools" && "$SKYWARD_HOME/tools/bin/pip" install -q uv
+  UV="$SKYWARD_HOME/tools/bin/uv"
+fi"""
+
+
+def environment_key(image: Image, ctx: BootstrapContext) -> str:
+    """The cache key of a built environment: the image, plus what skyward it holds."""
+    extra = json.dumps([ctx.skyward_requirement, list(ctx.pinned), ctx.python_executable])
+    return f"{image.content_hash()}-{hashlib.sha256(extra.encode()).hexdigest()[:8]}"
+
+
+def needs_environment(image: Image, ctx: BootstrapContext) -> bool:
+    return not (ctx.local and not image.pip and ctx.python_executable)
+
+
+def _deps(image: Image, ctx: BootstrapContext) -> str:
+    if not needs_environment(image, ctx):
+        return f"# no pip packages: run on the client's own interpreter\nPY={_q(ctx.python_executable or 'python3')}"
+    key = environment_key(image, ctx)
+    python = ctx.python_executable or image.python
+    index = f"--extra-index-url {_q(image.pip_extra_index_url)} " if image.pip_extra_index_url else ""
+    packages = " ".join(_q(p) for p in (*image.pip, *(ctx.skyward_requirement or "skyward-core",), *ctx.pinned))
+    return f"""ENV_DIR="$SKYWARD_HOME/envs/{key}"
+mkdir -p "$SKYWARD_HOME/envs"
+exec 9>"$ENV_DIR.lock"
+flock 9   # nodes sharing a disk build each environment once
+if [ ! -f "$ENV_DIR/{ENV_COMPLETE}" ]; then
+  rm -rf "$ENV_DIR"
+  "$UV" venv --quiet --python {_q(python)} "$ENV_DIR"
+  echo "{STEP_MARKER} skyward"
+  "$UV" pip install --quiet --python "$ENV_DIR/bin/python" {index}{packages}
+  touch "$ENV_DIR/{ENV_COMPLETE}"
+fi
+flock -u 9
+PY="$ENV_DIR/bin/python\""""
+
+
+def _check(image: Image) -> str:
+    import cloudpickle
+
+    return f""""$PY" - <<'SKYWARD_CHECK'
+import sys
+want_py, want_cp = {image.python!r}, {cloudpickle.__version__!r}
+have_py = "%d.%d" % sys.version_info[:2]
+if not (have_py == want_py or have_py.startswith(want_py + ".") or want_py.startswith(have_py + ".")):
+    sys.exit("skyward bootstrap: this node runs Python %s but the client runs Python %s; "
+             "both sides must use the same minor version (set Image(python=...))" % (have_py, want_py))
+try:
+    import cloudpickle
+except ImportError:
+    sys.exit("skyward bootstrap: cloudpickle is not installed on this node")
+if cloudpickle.__version__ != want_cp:
+    sys.exit("skyward bootstrap: this node has cloudpickle %s but the client has cloudpickle %s; "
+             "pin cloudpickle==%s in Image(pip=...)" % (cloudpickle.__version__, want_cp, want_cp))
+SKYWARD_CHECK"""
+
+
+def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
+    home = ctx.home or "$HOME/.skyward"
+    env_lines = "\n".join(f"export {k}={_q(v)}" for k, v in image.env.items())
+    agent_env = "\n".join(f"export {k}={v}" for k, v in ctx.quoted_env())
+    parts = [
+        "#!/usr/bin/env bash",
+        f"# Skyward bootstrap for image {image.content_hash()} (Python {image.python}).",
+        "# Idempotent: every step checks before it acts, so re-running it is safe.",
+        "set -euo pipefail",
+        "umask 077",
+        'fail() { echo "skyward bootstrap: $*" >&2; exit 3; }',
+        f'SKYWARD_HOME="${{SKYWARD_HOME:-{home}}}"',
+        'mkdir -p "$SKYWARD_HOME"',
+        _section("ttl", _ttl(ttl, ctx)),
+        _section("apt", _apt(image, ctx)),
+    ]
+    if needs_environment(image, ctx):
+        parts.append(_section("uv", _uv(ctx)))
+    parts.append(_section("deps", _deps(image, ctx)))
+    for name, script in ctx.extra_steps:
+        parts.append(_section(name, script))
+    if not ctx.start_agent:
+        parts.append('\necho "skyward bootstrap: environment ready at $PY"')
+        return "\n".join(parts) + "\n"
+    parts.append(_section("server", f"{_check(image)}\n{env_lines}\n{agent_env}\nexec \"$PY\" -m skyward.agent"))
+    return "\n".join(parts) + "\n"
+
+
+def client_requirements() -> tuple[str, list[str]]:
+    """How a fresh environment gets the same skyward (and plugins) as this client.
+
+    An editable install (a checkout) installs from its path; anything else pins the
+    client's version. cloudpickle is pinned to the client's version.
+    """
+    import cloudpickle
+
+    def requirement(dist: metadata.Distribution) -> str:
+        name = dist.metadata["Name"]
+        raw = dist.read_text("direct_url.json")
+        if raw:
+            info = json.loads(raw)
+            url = info.get("url", "")
+            if url.startswith("file://"):
+                return f"{name} @ {url}"
+        return f"{name}=={dist.version}"
+
+    core = requirement(metadata.distribution("skyward-core"))
+    plugins = sorted(
+        {
+            requirement(ep.dist)
+            for ep in metadata.entry_points(group="skyward")
+            if ep.dist is not None and ep.dist.metadata["Name"] != "skyward-core"
+        }
+    )
+    return core, [*plugins, f"cloudpickle=={cloudpickle.__version__}"]

@@ -1,0 +1,144 @@
+"""``Image``: the declarative environment of a pool's nodes, and its bootstrap script.
+
+The bootstrap is one idempotent bash script, the same for every provider: cloud nodes
+run it as user-data, the Local provider runs it as a process. Steps, in order: arm the
+TTL, apt packages, uv, the Python environment (cached by ``content_hash()``), skyward,
+plugin steps (volumes ...), a version check, then ``exec`` the agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from skyward.errors import ConfigurationError
+
+CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+_PYTHON_RE = re.compile(r"^3\.(\d{1,2})(\.\d{1,2})?$")
+_APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(=[A-Za-z0-9.+:~\-]+)?$")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _as_tuple(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        raise ConfigurationError(f"Image({what}=...) takes a list of strings, got the string {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigurationError(f"Image({what}=...) items must be non-empty strings, got {item!r}")
+    return items
+
+
+@dataclass(frozen=True)
+class Image:
+    """What every node of a pool runs in.
+
+    ``python`` defaults to the client's own minor version: client and workers must agree
+    on it (and on cloudpickle), so the default is the only value that always works.
+    ``apt`` installs system packages on cloud nodes; the Local provider never changes the
+    user's system and instead checks the packages are already installed.
+    """
+
+    python: str = CLIENT_PYTHON
+    pip: Sequence[str] = ()
+    pip_extra_index_url: str | None = None
+    apt: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.python, str) or not _PYTHON_RE.match(self.python):
+            raise ConfigurationError(
+                f"Image(python={self.python!r}) is not a Python version: use '3.X' or '3.X.Y', "
+                f"e.g. {CLIENT_PYTHON!r} (the client's version)"
+            )
+        object.__setattr__(self, "pip", _as_tuple(self.pip, "pip"))
+        apt = _as_tuple(self.apt, "apt")
+        for package in apt:
+            if not _APT_RE.match(package):
+                raise ConfigurationError(f"Image(apt=...): {package!r} is not a Debian package name")
+        object.__setattr__(self, "apt", apt)
+        if not isinstance(self.env, Mapping):
+            raise ConfigurationError(f"Image(env=...) takes a dict of strings, got {self.env!r}")
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not _ENV_KEY_RE.match(key) or not isinstance(value, str):
+                raise ConfigurationError(
+                    f"Image(env=...): {key!r}={value!r} is not a valid environment variable "
+                    "(names are letters, digits and _, values are strings)"
+                )
+        object.__setattr__(self, "env", dict(sorted(self.env.items())))
+        if self.pip_extra_index_url is not None and not str(self.pip_extra_index_url).startswith(
+            ("http://", "https://", "file://")
+        ):
+            raise ConfigurationError(
+                f"Image(pip_extra_index_url={self.pip_extra_index_url!r}) must be an http(s) or file URL"
+            )
+
+    def __hash__(self) -> int:
+        return hash(self.content_hash())
+
+    def with_pip(self, *packages: str) -> Image:
+        """A copy with more pip packages (duplicates dropped, order kept)."""
+        merged = tuple(dict.fromkeys((*self.pip, *packages)))
+        return Image(self.python, merged, self.pip_extra_index_url, self.apt, self.env)
+
+    def with_env(self, **env: str) -> Image:
+        return Image(self.python, self.pip, self.pip_extra_index_url, self.apt, {**self.env, **env})
+
+    def content_hash(self) -> str:
+        """12 hex characters identifying the environment; stable across runs and machines."""
+        canonical = json.dumps(
+            {
+                "python": self.python,
+                "pip": list(self.pip),
+                "pip_extra_index_url": self.pip_extra_index_url,
+                "apt": sorted(self.apt),
+                "env": dict(self.env),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def bootstrap(self, ttl: int = 0, *, context: BootstrapContext | None = None) -> str:
+        """The idempotent bootstrap script. Without a context it prepares the environment
+        for a cloud node and starts no agent (useful to inspect or bake into an image)."""
+        from skyward.bootstrap import render_bootstrap
+
+        return render_bootstrap(self, ttl, context or BootstrapContext())
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapContext:
+    """What a provider adds to an image's bootstrap.
+
+    local:            running on the user's own machine: never shut the machine down,
+                      never apt-get, reuse the client's interpreter when no pip packages
+                      are asked for.
+    python_executable: interpreter for the environment (Local: the client's).
+    skyward_requirement: how to install skyward into a fresh environment
+                      (``skyward-core==X`` from an index, or a local path).
+    agent_env:        environment of the agent process (its config among it).
+    extra_steps:      (name, script) pairs from plugins (volumes, ...).
+    home:             where environments are cached (``$HOME/.skyward`` by default).
+    """
+
+    local: bool = False
+    python_executable: str | None = None
+    skyward_requirement: str | None = None
+    pinned: Sequence[str] = ()
+    agent_env: Mapping[str, str] = field(default_factory=dict)
+    extra_steps: Sequence[tuple[str, str]] = ()
+    home: str | None = None
+    uv: str | None = None
+    start_agent: bool = True
+
+    def quoted_env(self) -> list[tuple[str, str]]:
+        return [(k, shlex.quote(v)) for k, v in sorted(self.agent_env.items())]
+

@@ -1,0 +1,19 @@
+"""The core's own plugin: the Local provider, the ZeroMQ transport and core catalogs.
+
+It is registered like any other plugin, so the core uses the same hooks a third party
+would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from skyward.plugins.contributions import ProviderPlugin
+from skyward.plugins.hookspecs import hookimpl
+
+
+@hookimpl
+def skyward_providers() -> Sequence[ProviderPlugin]:
+    from skyward.providers.local import Local, LocalDriver
+
+    return [ProviderPlugin(name="local", config_type=Local, create_driver=LocalDriver)]

@@ -1,0 +1,1 @@
+"""Providers: where nodes come from. Local is in core; clouds are plugins."""

@@ -1,0 +1,229 @@
+"""The Local provider: each node is a real agent process tree on this machine.
+
+A node is started by running its own bootstrap script with bash, exactly the script a
+cloud node runs as user-data, so every local run exercises the bootstrap path. Nodes
+listen on an ipc socket inside a fresh directory only this user can open (mode 0700);
+``transport="tcp"`` makes them listen on loopback with CURVE instead, as across machines.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from skyward.agent.config import READY_MARKER, STEP_MARKER
+from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.image import BootstrapContext
+from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """Run the pool's nodes as processes on this machine.
+
+    transport:         "ipc" (default; a private socket directory keeps other local
+                       users out) or "tcp" (loopback + CURVE, like a cloud node).
+    grace_period:      seconds an agent keeps running without hearing from its client
+                       before it exits (the client pings every second).
+    bootstrap_timeout: seconds to wait for every node's agent to come up, environment
+                       build included.
+    """
+
+    transport: Literal["ipc", "tcp"] = "ipc"
+    grace_period: float = 30.0
+    bootstrap_timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.transport not in ("ipc", "tcp"):
+            raise ConfigurationError(f"Local(transport={self.transport!r}): use 'ipc' or 'tcp'")
+        if not 0 < self.grace_period <= 3600:
+            raise ConfigurationError(f"Local(grace_period={self.grace_period!r}): must be in (0, 3600] seconds")
+        if self.bootstrap_timeout <= 0:
+            raise ConfigurationError(f"Local(bootstrap_timeout={self.bootstrap_timeout!r}): must be positive")
+
+
+@dataclass
+class _LocalNode:
+    index: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    endpoint: str | None = None
+    failed: str | None = None
+
+
+def _uv_path() -> str | None:
+    candidate = Path(sys.executable).parent / "uv"
+    if candidate.exists():
+        return str(candidate)
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except Exception:
+        return shutil.which("uv")
+
+
+class LocalDriver:
+    name = "local"
+
+    def __init__(self, config: Local) -> None:
+        self.config = config
+        self.run_dir: Path | None = None
+        self._nodes: list[_LocalNode] = []
+
+    def validate(self, spec: Any) -> None:
+        if spec.spot is not None and not spec.spot.is_never:
+            raise ConfigurationError(
+                f"spot={spec.spot!r} is not available on the Local provider: it has no spot market. "
+                "Leave spot unset (or spot='never') for Local pools"
+            )
+        if spec.machine is not None:
+            raise ConfigurationError(
+                f"machine={spec.machine!r} is not available on the Local provider: its nodes are this machine"
+            )
+        if spec.volumes:
+            raise ConfigurationError("volume=... is not available on the Local provider: it mounts nothing")
+        self.visible_devices(spec)  # raises when the accelerator is not on this machine
+
+    def visible_devices(self, spec: Any) -> list[list[str | None]]:
+        """CUDA_VISIBLE_DEVICES for each worker of each node."""
+        if spec.accelerator is None:
+            return [[None] * spec.workers_per_node for _ in range(spec.nodes)]
+        from skyward.providers.local_gpus import assign_gpus, detect_gpus
+
+        per_node = assign_gpus(spec.nodes, spec.accelerator, detect_gpus())
+        devices = []
+        for gpus in per_node:
+            value = ",".join(str(g) for g in gpus)
+            devices.append([value] * spec.workers_per_node)
+        return devices
+
+    def prepare(self, spec: Any, emit: EventSink) -> str:
+        # mkdtemp makes the directory 0700: the ipc sockets inside are ours alone.
+        self.run_dir = Path(tempfile.mkdtemp(prefix=f"skyward-{spec.pool_id}-"))
+        return "local"
+
+    def _bootstrap_context(self, spec: Any) -> BootstrapContext:
+        from skyward.bootstrap import client_requirements
+
+        core, pinned = client_requirements()
+        return BootstrapContext(
+            local=True,
+            python_executable=sys.executable,
+            skyward_requirement=core,
+            pinned=tuple(pinned),
+            uv=_uv_path(),
+        )
+
+    def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+        from skyward.events import BootstrapCompleted, BootstrapProgress, BootstrapStarting, InstanceLaunching
+
+        assert self.run_dir is not None, "prepare() first"
+        emit(InstanceLaunching(count=spec.nodes, instance_type="local", provider="local"))
+        context = self._bootstrap_context(spec)
+        devices = self.visible_devices(spec)
+        for index in range(spec.nodes):
+            instance_id = f"local-{spec.pool_id}-{index}"
+            bind = (
+                f"ipc://{self.run_dir}/node-{index}.sock"
+                if self.config.transport == "ipc"
+                else "tcp://127.0.0.1:0"
+            )
+            script = user_data(
+                index, bind, context, run_dir=str(self.run_dir), visible_devices=devices[index], instance_id=instance_id
+            )
+            script_path = self.run_dir / f"node-{index}.sh"
+            script_path.write_text(script)
+            script_path.chmod(0o700)
+            work_dir = self.run_dir / f"node-{index}"
+            work_dir.mkdir(mode=0o700)
+            log_path = self.run_dir / f"node-{index}.log"
+            emit(BootstrapStarting(instance_id=instance_id))
+            with open(log_path, "wb") as log:
+                process = subprocess.Popen(
+                    ["bash", str(script_path)],
+                    cwd=work_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    start_new_session=True,  # its own process group: terminate() kills the tree
+                )
+            node = _LocalNode(index, process, log_path)
+            self._nodes.append(node)
+            threading.Thread(
+                target=self._follow, args=(node, instance_id, emit, BootstrapProgress), daemon=True
+            ).start()
+
+        deadline = time.monotonic() + self.config.bootstrap_timeout
+        while any(n.endpoint is None for n in self._nodes):
+            for node in self._nodes:
+                if node.endpoint is None and node.process.poll() is not None:
+                    time.sleep(0.1)  # let the follower read the last lines
+                    tail = node.log_path.read_text(errors="replace").strip().splitlines()[-15:]
+                    self.terminate([])
+                    raise ProvisioningError(
+                        f"local node {node.index} failed to start (bootstrap exited with status "
+                        f"{node.process.returncode}):\n" + "\n".join(tail)
+                    )
+            if time.monotonic() > deadline:
+                self.terminate([])
+                raise ProvisioningError(
+                    f"local nodes did not start within bootstrap_timeout={self.config.bootstrap_timeout:g} s"
+                )
+            time.sleep(0.005)
+        handles = []
+        for node in self._nodes:
+            instance_id = f"local-{spec.pool_id}-{node.index}"
+            emit(BootstrapCompleted(instance_id=instance_id))
+            assert node.endpoint is not None
+            handles.append(
+                NodeHandle(node=node.index, instance_id=instance_id, endpoint=node.endpoint,
+                           instance_type="local", ip="127.0.0.1", private_ip="127.0.0.1")
+            )
+        return handles
+
+    def _follow(self, node: _LocalNode, instance_id: str, emit: EventSink, progress: Any) -> None:
+        """Reads a node's stdout: bootstrap steps, then the agent's ready line."""
+        assert node.process.stdout is not None
+        for raw in node.process.stdout:
+            line = raw.decode(errors="replace").strip()
+            if line.startswith(STEP_MARKER):
+                emit(progress(instance_id=instance_id, step=line[len(STEP_MARKER) :].strip()))
+            elif line.startswith(READY_MARKER):
+                node.endpoint = line[len(READY_MARKER) :].strip()
+
+    def terminate(self, nodes: Sequence[NodeHandle]) -> None:
+        """Stop every node process tree: SIGTERM, then SIGKILL after 5 s."""
+        for node in self._nodes:
+            _signal_group(node.process, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for node in self._nodes:
+            try:
+                node.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(node.process, signal.SIGKILL)
+                node.process.wait()
+            # workers die with their agent (PDEATHSIG); make sure of stragglers
+            _signal_group(node.process, signal.SIGKILL)
+
+    def teardown(self) -> None:
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir = None
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

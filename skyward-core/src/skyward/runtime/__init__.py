@@ -1,0 +1,1 @@
+"""What a computation can ask about where it runs."""

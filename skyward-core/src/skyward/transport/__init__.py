@@ -1,0 +1,1 @@
+"""Client <-> agent transport: ZeroMQ ROUTER/DEALER, CURVE across machines."""
