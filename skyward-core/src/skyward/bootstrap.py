@@ -31,10 +31,10 @@ def _ttl(ttl: int, ctx: BootstrapContext) -> str:
     # Armed before anything else can fail, so a broken bootstrap still ends the instance.
     # With InstanceInitiatedShutdownBehavior=terminate (or a provider's equivalent),
     # shutting down deletes the instance.
-    return f"""if [ "$(id -u)" = 0 ] && [ ! -f /run/skyward-ttl-armed ]; then
+    return f"""if [ "$(id -u)" = 0 ] && [ ! -f "$SKYWARD_HOME/ttl-armed" ]; then
   shutdown -h +{minutes} "skyward: pool TTL of {ttl} s reached" >/dev/null 2>&1 \\
     || nohup sh -c 'sleep {ttl}; poweroff -f' >/dev/null 2>&1 &
-  touch /run/skyward-ttl-armed
+  touch "$SKYWARD_HOME/ttl-armed"
 fi"""
 
 

@@ -10,6 +10,8 @@ from typing import Any
 ENV_VAR = "SKYWARD_AGENT_CONFIG"
 WORKER_ENV_VAR = "SKYWARD_WORKER_CONFIG"
 READY_MARKER = "::skyward-ready"
+DEFAULT_AGENT_PORT = 16789  # what cloud providers open to the client's address only
+BIND_HOST_ENV = "SKYWARD_BIND_HOST"  # overrides the host of a tcp bind (emulated instances)
 STEP_MARKER = "::skyward-step"
 
 
@@ -54,6 +56,13 @@ class AgentConfig:
         if not raw:
             raise SystemExit(f"skyward agent: {ENV_VAR} is not set; the bootstrap script sets it")
         return AgentConfig.from_json(raw)
+
+    def effective_bind(self) -> str:
+        """``bind``, with its host replaced by ``$SKYWARD_BIND_HOST`` when that is set."""
+        host = os.environ.get(BIND_HOST_ENV)
+        if host and self.bind.startswith("tcp://"):
+            return f"tcp://{host}:{self.bind.rsplit(':', 1)[1]}"
+        return self.bind
 
     @property
     def uses_curve(self) -> bool:

@@ -86,6 +86,7 @@ class Supervisor:
         )
 
     def start(self) -> str:
+        os.makedirs(self.config.run_dir, mode=0o700, exist_ok=True)
         self.backend.bind(self.backend_endpoint)
         os.chmod(self.backend_endpoint.removeprefix("ipc://"), 0o600)
         for index in range(self.config.workers):
@@ -109,12 +110,13 @@ class Supervisor:
                 raise SystemExit("skyward agent: a tcp endpoint needs CURVE keys")
             self.auth = security.start_server_auth(self.context, self.config.client_public.encode())
             security.configure_server(self.frontend, self.config.server_secret.encode())
-        if self.config.bind.endswith(":0"):
-            port = self.frontend.bind_to_random_port(self.config.bind.rsplit(":", 1)[0])
-            endpoint = f"{self.config.bind.rsplit(':', 1)[0]}:{port}"
+        bind = self.config.effective_bind()
+        if bind.endswith(":0"):
+            port = self.frontend.bind_to_random_port(bind.rsplit(":", 1)[0])
+            endpoint = f"{bind.rsplit(':', 1)[0]}:{port}"
         else:
-            self.frontend.bind(self.config.bind)
-            endpoint = self.config.bind
+            self.frontend.bind(bind)
+            endpoint = bind
         if endpoint.startswith("ipc://"):
             os.chmod(endpoint.removeprefix("ipc://"), 0o600)
         self.last_heard = time.monotonic()

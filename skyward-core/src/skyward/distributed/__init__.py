@@ -1,0 +1,28 @@
+"""``skyward.distributed.<name>(...)``: wrappers that set up a framework's process group.
+
+Backends come from plugins through the ``skyward_distributed_backends`` hook
+(``skyward-torch`` adds ``torch`` and ``transformers``), so this module holds no
+framework code itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from skyward.plugins.registry import missing_plugin_error, registry
+
+    backend = registry.distributed_backends().get(name)
+    if backend is None:
+        available = ", ".join(sorted(registry.distributed_backends())) or "none installed"
+        error = missing_plugin_error(name, "skyward.distributed")
+        if "plugin" not in str(error):
+            error = AttributeError(
+                f"skyward.distributed has no backend {name!r} (available: {available}); "
+                "a plugin can add one through the skyward_distributed_backends hook"
+            )
+        raise error
+    return backend.factory

@@ -1,0 +1,1 @@
+"""skyward-digitalocean: DigitalOcean provider (droplets, GPU droplets)."""

@@ -1,0 +1,1 @@
+"""skyward-sklearn: joblib and scikit-learn on a pool."""

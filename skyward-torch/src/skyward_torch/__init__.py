@@ -1,0 +1,1 @@
+"""skyward-torch: PyTorch and Hugging Face distributed backends."""

@@ -1,0 +1,1 @@
+"""skyward-verda: Verda (formerly DataCrunch) provider."""
