@@ -59,7 +59,8 @@ _CORE_EXPORTS: dict[str, str] = {
 _EVENT_NAMES = (
     "SkywardEvent InfraCreating InfraCreated InstanceLaunching InstanceProvisioned "
     "BootstrapStarting BootstrapProgress BootstrapCompleted PoolStarted LogLine Metrics "
-    "PoolStopping InstanceStopping CostUpdate CostFinal Error"
+    "PoolStopping InstanceStopping CostUpdate CostFinal Error TaskProgress InstanceInterrupted Notice "
+    "ProviderName"
 ).split()
 _CORE_EXPORTS.update({name: "skyward.events" for name in _EVENT_NAMES})
 

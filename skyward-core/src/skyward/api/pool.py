@@ -124,6 +124,9 @@ class ComputePool:
         self._state = "new"  # new -> starting -> active -> stopped
         self._stop_error: BaseException | None = None
         self._head_port = _free_port()
+        self._progress_lock = threading.Lock()
+        self._submitted = self._done = self._failed = 0
+        self._last_progress = 0.0
 
     # -- events -----------------------------------------------------------------------
 
@@ -160,7 +163,7 @@ class ComputePool:
         self.close()
 
     def open(self) -> None:
-        from skyward.events import InfraCreated, InfraCreating, InstanceProvisioned, PoolStarted
+        from skyward.events import InfraCreated, InfraCreating, PoolStarted
 
         with self._state_lock:
             if self._state != "new":
@@ -172,14 +175,6 @@ class ComputePool:
             region = self._driver.prepare(self.spec, self.emit)
             self.emit(InfraCreated(region=region))
             self._nodes = self._driver.launch(self.spec, self._user_data, self.emit)
-            for handle in self._nodes:
-                self.emit(
-                    InstanceProvisioned(
-                        instance_id=handle.instance_id, node=handle.node, spot=handle.spot,
-                        provider=self.provider_name, ip=handle.ip, instance_type=handle.instance_type,
-                        price_on_demand=handle.price_on_demand, price_spot=handle.price_spot,
-                    )
-                )  # fmt: skip
             self._connect()
         except BaseException:
             self._teardown_after_failure()
@@ -190,9 +185,9 @@ class ComputePool:
         self._timer = threading.Timer(self.spec.timeout, self._on_timeout)
         self._timer.daemon = True
         self._timer.start()
+        self.emit(PoolStarted())
         self._cost_thread = threading.Thread(target=self._cost_ticker, name="skyward-cost", daemon=True)
         self._cost_thread.start()
-        self.emit(PoolStarted())
 
     def _user_data(
         self,
@@ -378,10 +373,34 @@ class ComputePool:
             functions[id(pending.fn)] = key_raw
         return [*key_raw, *serialize.dumps_arguments(pending.fn, pending.args, pending.kwargs)]
 
+    def _track(self, futures: list[Future[Any]]) -> list[Future[Any]]:
+        with self._progress_lock:
+            self._submitted += len(futures)
+        for future in futures:
+            future.add_done_callback(self._on_task_done)
+        return futures
+
+    def _on_task_done(self, future: Future[Any]) -> None:
+        """Counts finished tasks; a TaskProgress event at most every 100 ms, and at the end."""
+        from skyward.events import TaskProgress
+
+        now = time.monotonic()
+        with self._progress_lock:
+            if future.cancelled() or future.exception() is not None:
+                self._failed += 1
+            else:
+                self._done += 1
+            finished = self._done + self._failed
+            if finished < self._submitted and now - self._last_progress < 0.1:
+                return
+            self._last_progress = now
+            event = TaskProgress(done=self._done, submitted=self._submitted, failed=self._failed)
+        self.emit(event)
+
     def submit(self, pending: PendingCompute[T]) -> Future[T]:
         """Run on one worker without waiting: a ``concurrent.futures.Future``."""
         client = self._require_client()
-        return client.submit(self._payload(pending, {}))
+        return self._track([client.submit(self._payload(pending, {}))])[0]
 
     def run(self, pending: PendingCompute[T]) -> T:
         """Run on the first available worker and return its result (``pending >> pool``)."""
@@ -393,7 +412,7 @@ class ComputePool:
         client = self._require_client()
         functions: dict[int, tuple[bytes, bytes]] = {}
         payloads = [self._payload(p, functions) for p in batch.items]
-        futures = client.submit_many(payloads)
+        futures = self._track(client.submit_many(payloads))
         return _collect(futures)
 
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
@@ -405,7 +424,7 @@ class ComputePool:
         for node in range(len(self._nodes)):
             for worker in range(self.spec.workers_per_node):
                 futures += client.submit_many([list(payload)], node=node, worker=worker)
-        return _collect(futures)
+        return _collect(self._track(futures))
 
     def __repr__(self) -> str:
         return f"<ComputePool {self.spec.pool_id} {self.provider_name} nodes={self.spec.nodes} {self._state}>"

@@ -126,7 +126,13 @@ class LocalDriver:
         )
 
     def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        from skyward.events import BootstrapCompleted, BootstrapProgress, BootstrapStarting, InstanceLaunching
+        from skyward.events import (
+            BootstrapCompleted,
+            BootstrapProgress,
+            BootstrapStarting,
+            InstanceLaunching,
+            InstanceProvisioned,
+        )
 
         assert self.run_dir is not None, "prepare() first"
         emit(InstanceLaunching(count=spec.nodes, instance_type="local", provider="local"))
@@ -148,7 +154,6 @@ class LocalDriver:
             work_dir = self.run_dir / f"node-{index}"
             work_dir.mkdir(mode=0o700)
             log_path = self.run_dir / f"node-{index}.log"
-            emit(BootstrapStarting(instance_id=instance_id))
             with open(log_path, "wb") as log:
                 process = subprocess.Popen(
                     ["bash", str(script_path)],
@@ -160,6 +165,13 @@ class LocalDriver:
                 )
             node = _LocalNode(index, process, log_path)
             self._nodes.append(node)
+            emit(
+                InstanceProvisioned(
+                    instance_id=instance_id, node=index, spot=False, provider="local", ip="127.0.0.1",
+                    instance_type="local", price_on_demand=0.0, price_spot=None,
+                )
+            )  # fmt: skip
+            emit(BootstrapStarting(instance_id=instance_id))
             threading.Thread(
                 target=self._follow, args=(node, instance_id, emit, BootstrapProgress), daemon=True
             ).start()

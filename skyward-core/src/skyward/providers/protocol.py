@@ -67,8 +67,10 @@ class ProviderDriver(Protocol):
         """Make shared infrastructure; returns the region label for ``InfraCreated``."""
 
     def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        """Start every node and return once each agent's endpoint is known. On failure
-        terminate what was started, then raise."""
+        """Start every node and return once each agent's endpoint is known. Emits, per
+        node: InstanceProvisioned once the instance exists, then BootstrapStarting,
+        BootstrapProgress as steps are seen, BootstrapCompleted. On failure terminate
+        what was started, then raise."""
 
     def terminate(self, nodes: Sequence[NodeHandle]) -> None:
         """Delete these nodes (not merely stop them: a stopped instance can still bill)."""

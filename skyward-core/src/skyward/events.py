@@ -1,0 +1,305 @@
+"""The events a pool emits over its lifetime.
+
+Every event is a small frozen value: callbacks may keep them, share them across threads
+and ``match`` on them. The fields of the seed events (api-reference, "Events") are kept
+exactly; the phases are:
+
+* provision: ``InfraCreating`` -> ``InfraCreated`` -> ``InstanceLaunching`` ->
+  ``InstanceProvisioned`` (one per instance)
+* setup: ``BootstrapStarting`` -> ``BootstrapProgress``\\* -> ``BootstrapCompleted``
+  (per instance), then ``PoolStarted`` once every node is ready
+* execute: ``LogLine``, ``Metrics``, ``TaskProgress``, ``CostUpdate``
+* shutdown: ``PoolStopping`` -> ``InstanceStopping`` (per instance) -> ``CostFinal``
+* any time: ``Error``, ``Notice``, ``InstanceInterrupted``
+
+Three events are additions to the seed, because a live display cannot be drawn without
+them: ``TaskProgress`` (how many tasks are done), ``InstanceInterrupted`` (a spot
+instance was reclaimed) and ``Notice`` (an informational message, such as a spot request
+that fell back to on-demand).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias, TypeGuard, get_args
+
+KnownProviderName: TypeAlias = Literal["aws", "digitalocean", "verda", "local"]
+"""The providers Skyward ships."""
+
+ProviderName: TypeAlias = str
+"""A provider's short name: one of ``KnownProviderName`` for the providers Skyward ships.
+
+Typed as ``str`` rather than the ``Literal`` because plugins register providers of their
+own, and their events must type-check too.
+"""
+
+BootstrapStep: TypeAlias = str
+"""A bootstrap step's name: "uv", "apt", "deps", "skyward", "server", "volumes", or a
+step a plugin contributes."""
+
+
+# --- provision phase ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InfraCreating:
+    """The provider is preparing shared infrastructure (network, key, security group)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InfraCreated:
+    """Shared infrastructure is ready in ``region``."""
+
+    region: str
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLaunching:
+    """``count`` instances of ``instance_type`` were requested from ``provider``."""
+
+    count: int
+    instance_type: str
+    provider: ProviderName
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceProvisioned:
+    """An instance exists and has been given its node index.
+
+    ``price_on_demand`` and ``price_spot`` are hourly prices in USD, ``None`` where the
+    provider does not know them (``0.0`` for the Local provider).
+    """
+
+    instance_id: str
+    node: int
+    spot: bool
+    provider: ProviderName
+    ip: str | None
+    instance_type: str | None
+    price_on_demand: float | None
+    price_spot: float | None
+
+
+# --- setup phase ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapStarting:
+    """The instance started running its bootstrap script."""
+
+    instance_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapProgress:
+    """The instance's bootstrap entered ``step`` (see ``BootstrapStep``)."""
+
+    instance_id: str
+    step: BootstrapStep
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapCompleted:
+    """The instance's agent is up and serving."""
+
+    instance_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStarted:
+    """Every node is ready: the pool accepts computations."""
+
+
+# --- execute phase --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """A node's resource usage sample. GPU fields are ``None`` on nodes without one.
+
+    ``cpu`` and ``gpu`` are read-only aliases of ``cpu_percent`` and
+    ``gpu_utilization``, so the short form used in the docs
+    (``case Metrics(cpu=cpu, gpu=gpu)``) matches too.
+    """
+
+    instance_id: str
+    node: int
+    cpu_percent: float
+    memory_percent: float
+    memory_used_mb: float
+    memory_total_mb: float
+    gpu_utilization: float | None
+    gpu_memory_used_mb: float | None
+    gpu_memory_total_mb: float | None
+    gpu_temperature: float | None
+
+    @property
+    def cpu(self) -> float:
+        return self.cpu_percent
+
+    @property
+    def gpu(self) -> float | None:
+        return self.gpu_utilization
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line a task wrote to stdout or stderr on ``node``; ``timestamp`` is epoch
+    seconds on the node."""
+
+    node: int
+    instance_id: str
+    line: str
+    timestamp: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskProgress:
+    """Task counters of the pool, emitted whenever a task finishes (addition to the seed).
+
+    ``submitted`` counts every task sent so far, ``done`` those that returned and
+    ``failed`` those that raised; ``submitted - done - failed`` are queued or running.
+    """
+
+    done: int
+    submitted: int
+    failed: int
+
+    @property
+    def running(self) -> int:
+        return max(self.submitted - self.done - self.failed, 0)
+
+
+# --- shutdown phase -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStopping:
+    """The pool is shutting down: no new computations are accepted."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceStopping:
+    """The instance is being terminated."""
+
+    instance_id: str
+
+
+# --- cost -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CostUpdate:
+    """Running cost estimate in USD, emitted periodically while the pool is up."""
+
+    elapsed_seconds: float
+    accumulated_cost: float
+    hourly_rate: float
+    spot_count: int
+    ondemand_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CostFinal:
+    """Cost of the pool's whole life in USD.
+
+    ``savings_vs_ondemand`` is what the same instances would have cost on-demand for the
+    same time, minus ``total_cost``.
+    """
+
+    total_cost: float
+    total_seconds: float
+    hourly_rate: float
+    spot_count: int
+    ondemand_count: int
+    savings_vs_ondemand: float
+
+
+# --- anytime --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """Something failed; ``instance_id`` names the instance when one is concerned."""
+
+    message: str
+    instance_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceInterrupted:
+    """The provider reclaimed a spot instance (addition to the seed).
+
+    ``reason`` is the provider's notice in words, e.g. "spot capacity reclaimed".
+    """
+
+    instance_id: str
+    node: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something worth telling the user that is not an error (addition to the seed),
+    e.g. "spot unavailable on DigitalOcean: running on-demand"."""
+
+    message: str
+
+
+SkywardEvent: TypeAlias = (
+    InfraCreating
+    | InfraCreated
+    | InstanceLaunching
+    | InstanceProvisioned
+    | BootstrapStarting
+    | BootstrapProgress
+    | BootstrapCompleted
+    | PoolStarted
+    | Metrics
+    | LogLine
+    | TaskProgress
+    | PoolStopping
+    | InstanceStopping
+    | CostUpdate
+    | CostFinal
+    | Error
+    | InstanceInterrupted
+    | Notice
+)
+"""Any event Skyward emits."""
+
+EVENT_TYPES: tuple[type, ...] = get_args(SkywardEvent)
+"""Every event class, for ``isinstance`` checks at run time."""
+
+
+def is_event(value: object) -> TypeGuard[SkywardEvent]:
+    """Whether ``value`` is one of Skyward's events."""
+    return isinstance(value, EVENT_TYPES)
+
+
+__all__ = [
+    "EVENT_TYPES",
+    "BootstrapCompleted",
+    "BootstrapProgress",
+    "BootstrapStarting",
+    "BootstrapStep",
+    "CostFinal",
+    "CostUpdate",
+    "Error",
+    "InfraCreated",
+    "InfraCreating",
+    "InstanceInterrupted",
+    "InstanceLaunching",
+    "InstanceProvisioned",
+    "InstanceStopping",
+    "KnownProviderName",
+    "LogLine",
+    "Metrics",
+    "Notice",
+    "PoolStarted",
+    "PoolStopping",
+    "ProviderName",
+    "SkywardEvent",
+    "TaskProgress",
+    "is_event",
+]
