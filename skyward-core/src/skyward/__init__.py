@@ -66,29 +66,90 @@ _CORE_EXPORTS.update({name: "skyward.events" for name in _EVENT_NAMES})
 
 _SUBMODULES = {"distributed", "integrations", "accelerators"}
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
+    from skyward.accelerators import (
+        Accelerator as Accelerator,
+        NVIDIA as NVIDIA,
+        is_nvidia as is_nvidia,
+        is_trainium as is_trainium,
+    )
     from skyward.api.compute import (
-        ComputeFunction,
-        PendingBatch,
-        PendingCompute,
-        compute,
-        gather,
+        ComputeFunction as ComputeFunction,
+        PendingBatch as PendingBatch,
+        PendingCompute as PendingCompute,
+        compute as compute,
+        gather as gather,
     )
-    from skyward.api.pool import ComputePool
+    from skyward.api.multipool import (
+        MultiPool as MultiPool,
+    )
+    from skyward.api.pool import (
+        ComputePool as ComputePool,
+    )
+    from skyward.callbacks import (
+        Callback as Callback,
+        compose as compose,
+        emit as emit,
+        use_callback as use_callback,
+    )
     from skyward.errors import (
-        ConfigurationError,
-        NotInComputationError,
-        PoolClosedError,
-        PoolTimeoutError,
-        ProvisioningError,
-        RemoteError,
-        SkywardError,
-        VersionMismatchError,
-        WorkerDiedError,
+        ConfigurationError as ConfigurationError,
+        NotInComputationError as NotInComputationError,
+        PoolClosedError as PoolClosedError,
+        PoolTimeoutError as PoolTimeoutError,
+        ProvisioningError as ProvisioningError,
+        RemoteError as RemoteError,
+        SkywardError as SkywardError,
+        VersionMismatchError as VersionMismatchError,
+        WorkerDiedError as WorkerDiedError,
     )
-    from skyward.image import Image
-    from skyward.providers.local import Local
-    from skyward.runtime.context import InstanceInfo, current_accelerator, instance_info
+    from skyward.events import (
+        BootstrapCompleted as BootstrapCompleted,
+        BootstrapProgress as BootstrapProgress,
+        BootstrapStarting as BootstrapStarting,
+        CostFinal as CostFinal,
+        CostUpdate as CostUpdate,
+        Error as Error,
+        InfraCreated as InfraCreated,
+        InfraCreating as InfraCreating,
+        InstanceInterrupted as InstanceInterrupted,
+        InstanceLaunching as InstanceLaunching,
+        InstanceProvisioned as InstanceProvisioned,
+        InstanceStopping as InstanceStopping,
+        LogLine as LogLine,
+        Metrics as Metrics,
+        Notice as Notice,
+        PoolStarted as PoolStarted,
+        PoolStopping as PoolStopping,
+        ProviderName as ProviderName,
+        SkywardEvent as SkywardEvent,
+        TaskProgress as TaskProgress,
+    )
+    from skyward.image import (
+        Image as Image,
+    )
+    from skyward.instances import (
+        InstanceType as InstanceType,
+        select_instance as select_instance,
+    )
+    from skyward.providers.local import (
+        Local as Local,
+    )
+    from skyward.runtime.context import (
+        InstanceInfo as InstanceInfo,
+        current_accelerator as current_accelerator,
+        instance_info as instance_info,
+    )
+    from skyward.sampler import (
+        DistributedSampler as DistributedSampler,
+    )
+    from skyward.sharding import (
+        shard as shard,
+    )
+    from skyward.spot import (
+        Spot as Spot,
+        SpotLike as SpotLike,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -102,15 +102,18 @@ PY="$ENV_DIR/bin/python\""""
 
 
 def _check(image: Image) -> str:
+    """Refuses to start an agent whose Python minor or cloudpickle differ from the client's."""
     import cloudpickle
+
+    from skyward.image import CLIENT_PYTHON
 
     return f""""$PY" - <<'SKYWARD_CHECK'
 import sys
-want_py, want_cp = {image.python!r}, {cloudpickle.__version__!r}
+want_py, want_cp = {CLIENT_PYTHON!r}, {cloudpickle.__version__!r}
 have_py = "%d.%d" % sys.version_info[:2]
-if not (have_py == want_py or have_py.startswith(want_py + ".") or want_py.startswith(have_py + ".")):
+if have_py != want_py:
     sys.exit("skyward bootstrap: this node runs Python %s but the client runs Python %s; "
-             "both sides must use the same minor version (set Image(python=...))" % (have_py, want_py))
+             "both sides must use the same minor version" % (have_py, want_py))
 try:
     import cloudpickle
 except ImportError:

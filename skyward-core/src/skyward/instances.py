@@ -79,6 +79,8 @@ class InstanceType:
 
 
 Misfit = tuple[InstanceType, tuple[str, ...]]
+Reason = tuple[int, str]  # (how far off, why): a wrong model is further off than too few vCPUs
+_NEAR, _FAR = 1, 3
 
 
 class NoMatchingInstanceError(ConfigurationError):
@@ -108,30 +110,30 @@ class _AcceleratorMatcher:
                 self._offers[name] = None
         return self._offers[name]
 
-    def misfit(self, instance: InstanceType) -> list[str]:
+    def misfit(self, instance: InstanceType) -> list[Reason]:
         req = self.request
         if instance.accelerator is None:
-            return [f"has no accelerator, {req} requested"]
+            return [(_FAR, f"has no accelerator, {req} requested")]
         offer = self._offer(instance.accelerator)
         if offer is None:
-            return [f"its accelerator {instance.accelerator!r} is not in the catalog"]
+            return [(_FAR, f"its accelerator {instance.accelerator!r} is not in the catalog")]
         if offer.name != req.name:
-            return [f"has {instance.accelerator}, not {req.name}"]
+            return [(_FAR, f"has {instance.accelerator}, not {req.name}")]
         entry = self.catalog.preferred(offer.name, offer.memory_gb, offer.form_factor)
         if entry is None:  # pragma: no cover - a parsed offer always has a variant
-            return [f"its accelerator {instance.accelerator!r} is not in the catalog"]
-        reasons: list[str] = []
+            return [(_FAR, f"its accelerator {instance.accelerator!r} is not in the catalog")]
+        reasons: list[Reason] = []
         if req.memory_gb is not None and entry.memory_gb != req.memory_gb:
-            reasons.append(f"has {entry.model}-{entry.memory_gb}GB, not {req.variant}")
+            reasons.append((_NEAR, f"has {entry.model}-{entry.memory_gb}GB, not {req.variant}"))
         elif req.form_factor is not None and entry.form_factor != req.form_factor:
-            reasons.append(f"has {entry.variant}, not {req.variant}")
+            reasons.append((_NEAR, f"has {entry.variant}, not {req.variant}"))
         elif req.mig:
             try:
                 expand_mig(list(req.mig), entry.mig_profiles, entry.variant)
             except ConfigurationError as exc:
-                reasons.append(str(exc))
+                reasons.append((_NEAR, str(exc)))
         if instance.accelerator_count < req.count:
-            reasons.append(f"has {instance.accelerator_count} {req.name}, {req.count} requested")
+            reasons.append((_NEAR, f"has {instance.accelerator_count} {req.name}, {req.count} requested"))
         return reasons
 
 
@@ -196,24 +198,26 @@ def select_instance(
 
     matcher = None if request is None else _AcceleratorMatcher(request, cat)
     best: InstanceType | None = None
-    misfits: list[Misfit] = []
+    misfits: list[tuple[int, Misfit]] = []
     for instance in offered:
-        reasons: list[str] = [] if matcher is None else matcher.misfit(instance)
+        reasons: list[Reason] = [] if matcher is None else matcher.misfit(instance)
         if cpu is not None and instance.vcpus < cpu:
-            reasons.append(f"{instance.vcpus} vCPUs < {cpu} requested")
+            reasons.append((_NEAR, f"{instance.vcpus} vCPUs < {cpu} requested"))
         if memory_bytes is not None and instance.memory < memory_bytes:
-            reasons.append(f"{format_memory_approx(instance.memory)} memory < {format_memory(memory_bytes)} requested")
+            have, want = format_memory_approx(instance.memory), format_memory(memory_bytes)
+            reasons.append((_NEAR, f"{have} memory < {want} requested"))
         if not instance.available:
-            reasons.append("not available")
+            reasons.append((_NEAR, "not available"))
         if reasons:
-            misfits.append((instance, tuple(reasons)))
+            distance = sum(weight for weight, _ in reasons)
+            misfits.append((distance, (instance, tuple(why for _, why in reasons))))
         elif best is None or instance.size_key < best.size_key:
             best = instance
     if best is not None:
         return best
 
-    misfits.sort(key=lambda m: (len(m[1]), m[0].size_key))
-    nearest = tuple(misfits[:NEAREST_SHOWN])
+    misfits.sort(key=lambda m: (m[0], m[1][0].size_key))
+    nearest = tuple(misfit for _, misfit in misfits[:NEAREST_SHOWN])
     lines = "\n".join(f"  - {inst.describe()}: {'; '.join(why)}" for inst, why in nearest)
     more = len(misfits) - len(nearest)
     tail = f"\n  ... and {more} more" if more > 0 else ""

@@ -108,7 +108,7 @@ _NAMES: dict[str, SpotStrategy] = {
 }
 
 
-def normalize_spot(value: SpotLike | type[SpotAlways] | type[SpotIfAvailable]) -> SpotStrategy:
+def normalize_spot(value: SpotLike | str | type[SpotAlways] | type[SpotIfAvailable]) -> SpotStrategy:
     """Turn any accepted spot value into a :data:`SpotStrategy`; idempotent.
 
     Accepts ``"always"``, ``"if-available"``, ``"never"`` (any case), a number in
@@ -131,11 +131,17 @@ def normalize_spot(value: SpotLike | type[SpotAlways] | type[SpotIfAvailable]) -
 
 
 def min_spot_nodes(strategy: SpotStrategy, nodes: int) -> int:
-    """How many of ``nodes`` must be spot instances under ``strategy``."""
+    """How many of ``nodes`` must be spot instances under ``strategy`` (a positive
+    fraction asks for at least one)."""
     if isinstance(strategy, SpotAlways):
         return nodes
     if isinstance(strategy, SpotPercent):
-        return min(nodes, math.ceil(round(strategy.fraction * nodes, 9)))
+        exact = strategy.fraction * nodes
+        nearest = round(exact)
+        # 0.3 * 10 is 3.0000000000000004 in floating point: that means 3, not 4.
+        if nearest >= 1 and math.isclose(exact, nearest, rel_tol=1e-9):
+            return min(nodes, nearest)
+        return min(nodes, math.ceil(exact))
     return 0
 
 

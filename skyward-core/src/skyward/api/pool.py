@@ -240,13 +240,9 @@ class ComputePool:
         timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
         infos = self._client.connect(timeout=timeout)
         for node, info in zip(self._nodes, infos, strict=True):
-            remote_py = ".".join(str(info["python"]).split(".")[:2])
-            if remote_py != CLIENT_PYTHON or info["cloudpickle"] != cloudpickle.__version__:
-                raise VersionMismatchError(
-                    f"node {node.node} runs Python {info['python']} with cloudpickle {info['cloudpickle']}, "
-                    f"but this client runs Python {CLIENT_PYTHON} with cloudpickle {cloudpickle.__version__}; "
-                    "both must match (set Image(python=...) and pin cloudpickle)"
-                )
+            problem = version_mismatch(node.node, info, CLIENT_PYTHON, cloudpickle.__version__)
+            if problem is not None:
+                raise VersionMismatchError(problem)
         head = self._nodes[0]
         cluster = {
             "head_addr": head.private_ip or head.ip or "127.0.0.1",
@@ -428,6 +424,18 @@ class ComputePool:
 
     def __repr__(self) -> str:
         return f"<ComputePool {self.spec.pool_id} {self.provider_name} nodes={self.spec.nodes} {self._state}>"
+
+
+def version_mismatch(node: int, info: Mapping[str, Any], client_python: str, client_cloudpickle: str) -> str | None:
+    """Why a node cannot serve this client (Python minor or cloudpickle differ), or None."""
+    remote_python = ".".join(str(info["python"]).split(".")[:2])
+    if remote_python == client_python and info["cloudpickle"] == client_cloudpickle:
+        return None
+    return (
+        f"node {node} runs Python {info['python']} with cloudpickle {info['cloudpickle']}, "
+        f"but this client runs Python {client_python} with cloudpickle {client_cloudpickle}; "
+        "both must match (set Image(python=...) and pin cloudpickle)"
+    )
 
 
 def _collect(futures: Sequence[Future[Any]]) -> tuple[Any, ...]:

@@ -79,6 +79,14 @@ def build_spec(
         image = Image()
     elif not isinstance(image, Image):
         raise ConfigurationError(f"ComputePool(image=...) takes a skyward.Image, got {image!r}")
+    from skyward.image import CLIENT_PYTHON
+
+    if ".".join(image.python.split(".")[:2]) != CLIENT_PYTHON:
+        raise ConfigurationError(
+            f"Image(python={image.python!r}) differs from this client's Python {CLIENT_PYTHON}: client and workers "
+            "must run the same minor version (cloudpickle payloads are not portable across them). "
+            f"Run the client on Python {image.python}, or use Image(python={CLIENT_PYTHON!r})"
+        )
     if pip:
         if isinstance(pip, str):
             raise ConfigurationError(f"ComputePool(pip=...) takes a list of packages, got the string {pip!r}")

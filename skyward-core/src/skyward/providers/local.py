@@ -82,7 +82,9 @@ class LocalDriver:
         self._nodes: list[_LocalNode] = []
 
     def validate(self, spec: Any) -> None:
-        if spec.spot is not None and not spec.spot.is_never:
+        from skyward.spot import SpotNever
+
+        if spec.spot is not None and not isinstance(spec.spot, SpotNever):
             raise ConfigurationError(
                 f"spot={spec.spot!r} is not available on the Local provider: it has no spot market. "
                 "Leave spot unset (or spot='never') for Local pools"

@@ -1,0 +1,128 @@
+"""``Accelerator.NVIDIA.H100(...)``, ``Accelerator.AWS.Trainium(2)`` and friends.
+
+Each factory builds its request through the same validation as the string shorthand,
+so ``Accelerator.NVIDIA.A100(count=4, memory="40GB") == parse_accelerator("A100-40GB:4")``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from skyward.accelerators.catalog import current_catalog
+from skyward.accelerators.normalize import MigSpec, make_accelerator
+from skyward.accelerators.parse import parse_accelerator
+from skyward.accelerators.spec import Accelerator
+from skyward.errors import ConfigurationError
+
+_SLICE = re.compile(r"^\s*((?:tpu[\s_-]*)?v\w+)[\s_-]+\d+\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class NVIDIAModel:
+    """A callable that builds requests for one NVIDIA model."""
+
+    model: str
+
+    def __call__(
+        self,
+        count: int = 1,
+        memory: str | int | None = None,
+        mig: MigSpec | None = None,
+        form_factor: str | None = None,
+    ) -> Accelerator:
+        return make_accelerator(self.model, count, memory, form_factor, mig)
+
+
+class NVIDIAFactories:
+    """NVIDIA GPUs: ``Accelerator.NVIDIA.A100(count=1, memory=None, mig=None,
+    form_factor=None)``. ``memory`` is per GPU (``"40GB"``); ``mig`` a MIG profile or
+    a list of partitions for each GPU."""
+
+    T4 = NVIDIAModel("T4")
+    T4G = NVIDIAModel("T4G")
+    L4 = NVIDIAModel("L4")
+    L40 = NVIDIAModel("L40")
+    L40S = NVIDIAModel("L40S")
+    A10 = NVIDIAModel("A10")
+    A10G = NVIDIAModel("A10G")
+    A40 = NVIDIAModel("A40")
+    A6000 = NVIDIAModel("A6000")
+    A100 = NVIDIAModel("A100")
+    H100 = NVIDIAModel("H100")
+    H200 = NVIDIAModel("H200")
+    GH200 = NVIDIAModel("GH200")
+    B100 = NVIDIAModel("B100")
+    B200 = NVIDIAModel("B200")
+    B300 = NVIDIAModel("B300")
+    GB200 = NVIDIAModel("GB200")
+    V100 = NVIDIAModel("V100")
+
+
+def _versioned(family: str, kind: str, version: int | str, count: int) -> Accelerator:
+    name = f"{family}{version}"
+    catalog = current_catalog()
+    if catalog.model_for(name) is None:
+        known = [
+            m.removeprefix(family)
+            for m in catalog.models()
+            if catalog.variants(m)[0].kind == kind and m.startswith(family)
+        ]
+        raise ConfigurationError(f"unknown {family} version {version!r}; known versions: {', '.join(known)}")
+    return make_accelerator(name, count, catalog=catalog)
+
+
+class AWSFactories:
+    """AWS silicon: ``Accelerator.AWS.Trainium(2)``, ``Accelerator.AWS.Inferentia(2)``."""
+
+    @staticmethod
+    def Trainium(version: int, count: int = 1) -> Accelerator:
+        return _versioned("Trainium", "trainium", version, count)
+
+    @staticmethod
+    def Inferentia(version: int, count: int = 1) -> Accelerator:
+        return _versioned("Inferentia", "inferentia", version, count)
+
+
+class GoogleFactories:
+    """Google TPUs: ``Accelerator.Google.TPU("v5p")``, ``Accelerator.Google.TPUSlice("v5p-8")``."""
+
+    @staticmethod
+    def TPU(version: str, count: int = 1) -> Accelerator:
+        """``version`` such as ``"v5p"``; ``count`` chips per node."""
+        version = version.strip()
+        if not version.casefold().startswith("v"):
+            version = f"v{version}"
+        return make_accelerator(f"TPU-{version}", count)
+
+    @staticmethod
+    def TPUSlice(name: str) -> Accelerator:
+        """A slice such as ``"v5p-8"``: the TPU version and its size."""
+        match = _SLICE.match(name)
+        if match is None:
+            raise ConfigurationError(f"TPU slice names look like 'v5p-8' or 'v6e-16' (version-size); got {name!r}")
+        catalog = current_catalog()
+        tpus = [m for m in catalog.models() if catalog.variants(m)[0].kind == "tpu"]
+        if catalog.model_for(match[1]) not in tpus:
+            raise ConfigurationError(f"{name!r} is not a TPU slice; TPU versions: {', '.join(tpus)}")
+        return parse_accelerator(name, catalog=catalog)
+
+
+class AMDFactories:
+    """AMD GPUs: ``Accelerator.AMD.MI("300X")``, ``Accelerator.AMD.RadeonPro("V710")``."""
+
+    @staticmethod
+    def MI(model: str, count: int = 1) -> Accelerator:
+        model = model.strip()
+        name = model if model.casefold().startswith("mi") else f"MI{model}"
+        return make_accelerator(name, count)
+
+    @staticmethod
+    def RadeonPro(model: str, count: int = 1) -> Accelerator:
+        return make_accelerator(f"RadeonPro-{model.strip()}", count)
+
+
+Accelerator.NVIDIA = NVIDIAFactories
+Accelerator.AWS = AWSFactories
+Accelerator.Google = GoogleFactories
+Accelerator.AMD = AMDFactories

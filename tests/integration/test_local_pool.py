@@ -1,0 +1,181 @@
+"""A real Local pool end to end: agents and workers are processes, sockets are real."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import skyward as sky
+from skyward.errors import ConfigurationError, WorkerDiedError
+from skyward.transport.client import RemoteTraceback
+
+
+class CustomError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"custom failure {code}")
+        self.code = code
+
+
+@sky.compute
+def square(x: int) -> int:
+    return x * x
+
+
+@sky.compute
+def whoami() -> tuple[int, int, int, int, bool, str]:
+    info = sky.instance_info()
+    return info.node, info.worker, info.total_nodes, info.workers_per_node, info.is_head, info.job_id
+
+
+@sky.compute
+def fail(code: int) -> None:
+    raise CustomError(code)
+
+
+@sky.compute
+def die(how: str) -> int:
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "segfault":
+        ctypes.string_at(0)
+    if how == "exit":
+        os._exit(7)
+    return os.getpid()
+
+
+@sky.compute
+def pid() -> int:
+    return os.getpid()
+
+
+@sky.compute
+def echo_array(a: np.ndarray) -> np.ndarray:
+    a += 1  # arrays arrive writable
+    return a
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[sky.ComputePool]:
+    with sky.ComputePool(nodes=2, display="quiet", provider=sky.Local(grace_period=10)) as p:
+        yield p
+
+
+def test_operators_end_to_end(pool: sky.ComputePool) -> None:
+    assert (square(7) >> pool) == 49
+    a, b, c = (square(1) & square(2) & whoami()) >> pool
+    assert (a, b) == (1, 4) and c[2] == 2
+    assert (sky.gather(*[square(i) for i in range(50)]) >> pool) == tuple(i * i for i in range(50))
+
+
+def test_broadcast_reaches_every_worker_with_correct_info(pool: sky.ComputePool) -> None:
+    infos = whoami() @ pool
+    assert [(i[0], i[1]) for i in infos] == [(0, 0), (1, 0)]
+    assert [i[4] for i in infos] == [True, False]
+    assert {i[5] for i in infos} == {pool.spec.pool_id}
+
+
+def test_remote_exception_keeps_its_type_and_traceback(pool: sky.ComputePool) -> None:
+    with pytest.raises(CustomError) as caught:
+        fail(42) >> pool
+    assert caught.value.code == 42
+    cause = caught.value.__cause__
+    assert isinstance(cause, RemoteTraceback)
+    assert "in fail" in cause.tb and "raise CustomError(code)" in cause.tb
+
+
+def test_first_failure_in_a_batch_is_raised(pool: sky.ComputePool) -> None:
+    with pytest.raises(CustomError, match="custom failure 3"):
+        sky.gather(square(1), fail(3), square(2)) >> pool
+    assert (square(3) >> pool) == 9  # the pool still serves
+
+
+@pytest.mark.parametrize(("how", "signal_name"), [("kill", "SIGKILL"), ("segfault", "SIGSEGV"), ("exit", "status 7")])
+def test_a_dying_worker_fails_its_task_and_is_replaced(pool: sky.ComputePool, how: str, signal_name: str) -> None:
+    before = set(pid() @ pool)
+    with pytest.raises(WorkerDiedError, match=rf"worker 0 on node \d .*{signal_name}"):
+        die(how) >> pool
+    after = set(pid() @ pool)
+    assert len(after) == 2 and after != before  # one worker replaced, both serving
+
+
+def test_unpicklable_argument_is_named_and_nothing_is_sent(pool: sky.ComputePool) -> None:
+    with pytest.raises(ConfigurationError, match=r"keyword argument 'x' \(lock\) cannot be pickled"):
+        square(x=threading.Lock()) >> pool  # type: ignore[arg-type]
+
+
+def test_large_arrays_travel_out_of_band_and_come_back(pool: sky.ComputePool) -> None:
+    data = np.arange(16 * 2**20 // 8, dtype=np.float64)  # 16 MiB
+    result = echo_array(data) >> pool
+    assert result.shape == data.shape and result.flags.writeable
+    np.testing.assert_array_equal(result, data + 1)
+
+
+def test_logs_stream_back_while_the_task_runs() -> None:
+    seen: list[tuple[float, str]] = []
+
+    @sky.compute
+    def chatty() -> float:
+        for i in range(5):
+            print(f"tick {i}", flush=True)
+            time.sleep(0.1)
+        return time.time()
+
+    with sky.ComputePool(display="quiet") as p:
+        p.on(sky.LogLine, lambda e: seen.append((time.time(), e.line)))
+        finished = chatty() >> p
+    ticks = [t for t, line in seen if line.startswith("tick")]
+    assert [line for _, line in seen if line.startswith("tick")] == [f"tick {i}" for i in range(5)]
+    assert ticks[0] < finished - 0.3  # the first line arrived well before the task returned
+
+
+def test_concurrency_gives_parallel_slots_per_node() -> None:
+    @sky.compute
+    def nap() -> tuple[int, int]:
+        time.sleep(0.5)
+        info = sky.instance_info()
+        return info.node, info.worker
+
+    with sky.ComputePool(nodes=1, concurrency=3, display="quiet") as p:
+        assert sorted(nap() @ p) == [(0, 0), (0, 1), (0, 2)]
+        started = time.monotonic()
+        sky.gather(*[nap() for _ in range(3)]) >> p
+        assert time.monotonic() - started < 1.4  # three slots ran at once
+
+
+@pytest.mark.slow
+def test_a_burst_of_100k_tasks_completes_without_loss(pool: sky.ComputePool) -> None:
+    results = sky.gather(*[square(i) for i in range(100_000)]) >> pool
+    assert len(results) == 100_000
+    assert results[99_999] == 99_999**2 and sum(results) == sum(i * i for i in range(100_000))
+
+
+def test_pool_stops_itself_after_its_timeout() -> None:
+    @sky.compute
+    def slow() -> None:
+        time.sleep(30)
+
+    with sky.ComputePool(timeout=2, display="quiet") as p:
+        started = time.monotonic()
+        with pytest.raises(sky.PoolTimeoutError, match="timeout of 2 s"):
+            slow() >> p
+        assert time.monotonic() - started < 10
+        assert not p.is_active
+
+
+def test_a_different_python_is_refused_at_construction_naming_both() -> None:
+    other = "3.12" if sky.Image().python != "3.12" else "3.13"
+    with pytest.raises(ConfigurationError, match=rf"python='{other}'.*client's Python {sky.Image().python}"):
+        sky.ComputePool(image=sky.Image(python=other), display="quiet")
+
+
+def test_local_apt_lists_missing_packages() -> None:
+    with pytest.raises(sky.ProvisioningError, match="skyward-no-such-package"):
+        with sky.ComputePool(image=sky.Image(apt=["skyward-no-such-package"]), display="quiet"):
+            pass

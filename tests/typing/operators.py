@@ -1,0 +1,37 @@
+"""Checked by mypy in `python3 tasks.py check`: the operators keep their types."""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+import skyward as sky
+
+
+@sky.compute
+def number() -> int:
+    return 1
+
+
+@sky.compute
+def text(n: int) -> str:
+    return str(n)
+
+
+@sky.compute
+def ratio(a: float, b: float) -> float:
+    return a / b
+
+
+def check(pool: sky.ComputePool) -> None:
+    assert_type(number(), sky.PendingCompute[int])
+    assert_type(number() >> pool, int)
+    assert_type(number() @ pool, tuple[int, ...])
+    a, b = (number() & text(1)) >> pool
+    assert_type(a, int)
+    assert_type(b, str)
+    x, y, z = (number() & text(2) & ratio(1.0, 2.0)) >> pool
+    assert_type(x, int)
+    assert_type(y, str)
+    assert_type(z, float)
+    assert_type(sky.gather(*[text(i) for i in range(3)]) >> pool, tuple[str, ...])
+    assert_type(text.local(3), str)

@@ -1,0 +1,97 @@
+"""The programming model: @compute, PendingCompute, operators, batches, gather."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import cloudpickle
+import pytest
+
+import skyward as sky
+from skyward.api.compute import PendingBatch, PendingBatch2, PendingBatch8, PendingCompute, T
+from skyward.errors import ConfigurationError
+
+
+class RecordingPool:
+    """An Executor that runs computations in-process and records which method was used."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def run(self, pending: PendingCompute[T]) -> T:
+        self.calls.append("run")
+        return pending.fn(*pending.args, **pending.kwargs)
+
+    def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
+        self.calls.append(f"run_batch:{len(batch)}")
+        return tuple(p.fn(*p.args, **p.kwargs) for p in batch.items)
+
+    def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
+        self.calls.append("broadcast")
+        return (pending.fn(*pending.args, **pending.kwargs),) * 3
+
+
+@sky.compute
+def add(a: int, b: int = 0) -> int:
+    return a + b
+
+
+def test_calling_returns_a_frozen_pending_compute() -> None:
+    pending = add(1, b=2)
+    assert isinstance(pending, PendingCompute)
+    assert pending.args == (1,) and pending.kwargs == {"b": 2}
+    with pytest.raises(AttributeError):
+        pending.args = ()  # type: ignore[misc]
+
+
+def test_local_runs_the_original_function() -> None:
+    assert add.local(2, 3) == 5
+    assert add.__name__ == "add" and add.__doc__ is None
+
+
+def test_pending_compute_pickles_round_trip() -> None:
+    pending = add(4, b=5)
+    clone = pickle.loads(cloudpickle.dumps(pending))
+    assert clone.fn(*clone.args, **clone.kwargs) == 9
+
+
+def test_operators_route_to_the_right_pool_method() -> None:
+    pool = RecordingPool()
+    assert (add(1, 2) >> pool) == 3
+    assert (add(1) @ pool) == (1, 1, 1)
+    a, b = (add(1) & add(2)) >> pool
+    assert (a, b) == (1, 2)
+    assert (sky.gather(add(1), add(2), add(3)) >> pool) == (1, 2, 3)
+    assert pool.calls == ["run", "broadcast", "run_batch:2", "run_batch:3"]
+
+
+def test_chains_grow_to_eight_and_stop_there() -> None:
+    batch = add(1) & add(2)
+    assert isinstance(batch, PendingBatch2)
+    for i in range(3, 9):
+        batch = batch & add(i)  # type: ignore[assignment]
+    assert isinstance(batch, PendingBatch8) and len(batch) == 8
+    with pytest.raises(ConfigurationError, match="at most 8"):
+        batch & add(9)
+    assert (batch >> RecordingPool()) == tuple(range(1, 9))
+
+
+def test_gather_of_many_keeps_order() -> None:
+    assert (sky.gather(*[add(i) for i in range(100)]) >> RecordingPool()) == tuple(range(100))
+
+
+def test_compute_refuses_a_non_callable() -> None:
+    with pytest.raises(ConfigurationError, match="needs a function"):
+        sky.compute(42)
+
+
+def test_chaining_something_that_is_not_a_computation_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="expected a computation"):
+        add(1) & 5  # type: ignore[operator]
+    with pytest.raises(ConfigurationError, match="expected a computation"):
+        sky.gather(add(1), "nope")  # type: ignore[arg-type]
+
+
+def test_compute_is_idempotent() -> None:
+    assert sky.compute(add) is add
