@@ -1,0 +1,51 @@
+"""A third-party plugin, installed from tests/plugin_example, adds a provider and a backend."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+import skyward as sky
+
+
+@sky.compute
+def double(x: int) -> int:
+    return 2 * x
+
+
+@sky.compute
+@sky.distributed.tagged(tag="blue")
+def tagged() -> str:
+    import os
+
+    return os.environ["SKYWARD_EXAMPLE_TAG"]
+
+
+def test_the_plugin_is_discovered_through_entry_points() -> None:
+    names = {ep.name for ep in importlib.metadata.entry_points(group="skyward")}
+    assert "example" in names
+    from skyward.plugins.registry import registry
+
+    assert "delayed" in {p.name for p in registry.providers()}
+
+
+def test_a_third_party_provider_runs_computations() -> None:
+    with sky.ComputePool(provider=sky.Delayed(seconds=0.1), nodes=2, display="quiet") as pool:
+        assert pool.provider_name == "delayed"
+        assert (double(21) >> pool) == 42
+        assert (double(1) @ pool) == (2, 2)
+        assert (tagged() >> pool) == "blue"
+
+
+def test_a_provider_failing_to_launch_leaves_nothing() -> None:
+    pool = sky.ComputePool(provider=sky.Delayed(fail=True), display="quiet")
+    with pytest.raises(RuntimeError, match="told to fail"):
+        pool.open()
+    assert not pool.is_active
+    assert pool._driver.run_dir is None  # type: ignore[attr-defined]
+
+
+def test_unknown_distributed_backend_lists_the_available_ones() -> None:
+    with pytest.raises(AttributeError, match=r"no backend 'nonexistent'.*tagged"):
+        _ = sky.distributed.nonexistent
