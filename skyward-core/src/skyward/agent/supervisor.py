@@ -80,6 +80,7 @@ class Supervisor:
         env.pop("SKYWARD_AGENT_CONFIG", None)  # workers never see the node's keys
         devices = self.config.visible_devices
         if index < len(devices) and devices[index] is not None:
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the indices are NVML's, which follow the PCI bus
             env["CUDA_VISIBLE_DEVICES"] = str(devices[index])
         self.workers[index] = WorkerProcess.spawn(
             index, self.backend_endpoint, self._worker_info(index), env

@@ -17,3 +17,8 @@ def skyward_providers() -> Sequence[ProviderPlugin]:
     from skyward.providers.local import Local, LocalDriver
 
     return [ProviderPlugin(name="local", config_type=Local, create_driver=LocalDriver)]
+
+
+# The core accelerator catalog (NVIDIA, AWS silicon, Google TPUs, AMD) is data contributed
+# through the same hook a third-party catalog would use.
+from skyward.accelerators import skyward_accelerators  # noqa: E402, F401
