@@ -25,7 +25,8 @@ def marker(path: str) -> str:
 
 def _task_frames(path: str) -> list[bytes]:
     key, raw = serialize.dumps_function(marker.local)
-    return [wire.TASK, wire.task_header(1), key, raw, *[bytes(f) for f in serialize.dumps(((path,), {}))]]
+    args = [bytes(f) for f in serialize.dumps(((path,), {}))]
+    return [wire.TASKS, wire.pack_tasks([(1, 2 + len(args))]), key, raw, *args]
 
 
 def _try_foreign(endpoint: str, server_public: bytes | None, frames: list[bytes]) -> list[bytes] | None:
@@ -47,19 +48,22 @@ def test_a_client_without_the_pools_keys_is_refused(tmp_path: Path) -> None:
     with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp"), display="quiet") as pool:
         endpoint = pool.nodes[0].endpoint
         assert endpoint.startswith("tcp://127.0.0.1:")
+        worker = pool._client._nodes[0].workers[0].endpoint  # type: ignore[union-attr]
+        assert worker.startswith("tcp://127.0.0.1:") and worker != endpoint
         server_public = pool._keys.server_public
-        # Even knowing the server's public key, a stranger's CURVE handshake is refused by ZAP ...
+        # Even knowing the server's public key, a stranger's CURVE handshake is refused by ZAP,
+        # by the agent and by the worker that would run a payload ...
         assert _try_foreign(endpoint, server_public, [wire.HELLO]) is None
-        assert _try_foreign(endpoint, server_public, _task_frames(str(target))) is None
+        assert _try_foreign(worker, server_public, _task_frames(str(target))) is None
         # ... and a plaintext client cannot even complete a handshake.
-        assert _try_foreign(endpoint, None, _task_frames(str(target))) is None
+        assert _try_foreign(worker, None, _task_frames(str(target))) is None
         assert not target.exists()
         assert (marker(str(tmp_path / "ok")) >> pool) == "ran"  # the pool's own client still works
 
 
 def test_ipc_sockets_are_private_to_the_user() -> None:
     with sky.ComputePool(nodes=1, display="quiet") as pool:
-        path = pool.nodes[0].endpoint.removeprefix("ipc://")
+        path = pool._client._nodes[0].workers[0].endpoint.removeprefix("ipc://")  # type: ignore[union-attr]
         run_dir = os.path.dirname(path)
         assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

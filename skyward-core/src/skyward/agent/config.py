@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ENV_VAR = "SKYWARD_AGENT_CONFIG"
-WORKER_ENV_VAR = "SKYWARD_WORKER_CONFIG"
 READY_MARKER = "::skyward-ready"
 DEFAULT_AGENT_PORT = 16789  # what cloud providers open to the client's address only
 BIND_HOST_ENV = "SKYWARD_BIND_HOST"  # overrides the host of a tcp bind (emulated instances)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from skyward.agent.config import WORKER_ENV_VAR
 
 
 def describe_exit(returncode: int) -> str:
@@ -46,20 +45,23 @@ class WorkerProcess:
     process: subprocess.Popen[bytes]
     outputs: dict[int, tuple[str, OutputBuffer]] = field(default_factory=dict)
     ready: bool = False
-    busy_task: tuple[bytes, int] | None = None  # (client identity, task id)
+    endpoint: str | None = None
 
     @staticmethod
-    def spawn(index: int, backend: str, info: dict[str, object], env: dict[str, str]) -> WorkerProcess:
+    def spawn(index: int, config: dict[str, object], env: dict[str, str]) -> WorkerProcess:
+        """Start a worker; its config (keys included) goes through stdin, not the environment."""
         child_env = dict(env)
-        child_env[WORKER_ENV_VAR] = json.dumps({"backend": backend, "info": info})
         child_env["PYTHONUNBUFFERED"] = "1"
         process = subprocess.Popen(
             [sys.executable, "-m", "skyward.agent.worker"],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env,
         )
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(config).encode() + b"\n")
+        process.stdin.close()
         handle = WorkerProcess(index, process)
         for stream_name, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
             assert pipe is not None

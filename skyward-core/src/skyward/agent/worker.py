@@ -1,8 +1,10 @@
-"""A worker process: runs one task at a time for its node's supervisor.
+"""A worker process: runs tasks sent straight from the pool's client.
 
-It talks only to its supervisor, over an ipc socket in the node's private run
-directory, so it never receives a payload from anyone but the pool's client (through
-the supervisor, which authenticated that client).
+The client talks to each worker directly (one hop, no relay), on a socket that admits
+only the pool's client: an ipc socket in the node's private directory on one machine, or
+tcp with CURVE and a ZAP policy accepting the pool's client key alone across machines.
+The worker's keys arrive on stdin from its supervisor, never in the environment that
+user code can read and print. Control (cluster info, stop) comes from the supervisor.
 """
 
 from __future__ import annotations
@@ -13,17 +15,18 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from collections import OrderedDict
 from typing import Any
 
 import zmq
 
-from skyward.agent.config import WORKER_ENV_VAR
 from skyward.runtime.context import InstanceInfo, set_instance_info
-from skyward.transport import serialize, wire
+from skyward.transport import security, serialize, wire
 
-_FN_CACHE_SIZE = 64
+FN_CACHE_SIZE = 64
+_RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow ones at once
 
 
 def _die_with_parent() -> None:
@@ -37,16 +40,25 @@ def _die_with_parent() -> None:
             pass
 
 
-def _load_fn(cache: OrderedDict[bytes, Any], key: bytes, raw: Any) -> Any:
-    fn = cache.get(key)
-    if fn is None:
+class FunctionCache:
+    """Recently used functions by key, so a batch unpickles its function once."""
+
+    def __init__(self, size: int = FN_CACHE_SIZE) -> None:
+        self._size = size
+        self._items: OrderedDict[bytes, Any] = OrderedDict()
+
+    def load(self, key: bytes, raw: Any) -> Any:
+        fn = self._items.get(key)
+        if fn is not None:
+            self._items.move_to_end(key)
+            return fn
+        if len(raw) == 0:
+            raise LookupError("the client sent a function by reference that this worker does not hold")
         fn = serialize.loads([raw])
-        cache[key] = fn
-        if len(cache) > _FN_CACHE_SIZE:
-            cache.popitem(last=False)
-    else:
-        cache.move_to_end(key)
-    return fn
+        self._items[key] = fn
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return fn
 
 
 def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
@@ -60,10 +72,11 @@ def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
         return serialize.dumps((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
 
 
-def run_task(cache: OrderedDict[bytes, Any], payload: list[Any]) -> tuple[wire.Status, list[Any]]:
-    """Run one task payload ``[fn_key, fn_bytes, *call_frames]``; never raises."""
+def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
+    """Run one task ``[fn_key, fn_bytes, *argument frames]``; never raises."""
+    fn: Any = None
     try:
-        fn = _load_fn(cache, bytes(payload[0]), payload[1])
+        fn = cache.load(bytes(payload[0]), payload[1])
         args, kwargs = serialize.loads(payload[2:])
         result = fn(*args, **kwargs)
     except BaseException as exc:  # user code may raise anything, SystemExit included
@@ -78,40 +91,103 @@ def run_task(cache: OrderedDict[bytes, Any], payload: list[Any]) -> tuple[wire.S
         return wire.Status.RAISED, _encode_exception(error)
 
 
+class Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.info = InstanceInfo(**config["info"])
+        set_instance_info(self.info)
+        self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.control = self.context.socket(zmq.DEALER)
+        self.control.setsockopt(zmq.IDENTITY, f"w{self.info.worker}".encode())
+        self.control.setsockopt(zmq.LINGER, 1000)
+        self.control.connect(config["control"])
+        self.tasks = self.context.socket(zmq.ROUTER)
+        for option, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 1000)):
+            self.tasks.setsockopt(option, value)
+        self.auth: Any = None
+        curve = config.get("curve")
+        if curve is not None:
+            self.auth = security.start_server_auth(self.context, curve["client_public"].encode())
+            security.configure_server(self.tasks, curve["server_secret"].encode())
+        bind: str = config["bind"]
+        if bind.endswith(":0"):
+            self.tasks.bind_to_random_port(bind.rsplit(":", 1)[0])
+        else:
+            self.tasks.bind(bind)
+        self.endpoint = self.tasks.getsockopt_string(zmq.LAST_ENDPOINT)
+        if self.endpoint.startswith("ipc://"):
+            os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
+        self.cache = FunctionCache()
+
+    def serve(self) -> None:
+        from skyward.plugins.registry import get_plugin_manager
+
+        get_plugin_manager().hook.skyward_worker_startup(info=self.info)
+        self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
+        poller = zmq.Poller()
+        poller.register(self.tasks, zmq.POLLIN)
+        poller.register(self.control, zmq.POLLIN)
+        while True:
+            ready = dict(poller.poll())
+            if self.control in ready and not self._on_control():
+                return
+            if self.tasks in ready:
+                self._on_tasks()
+
+    def _on_control(self) -> bool:
+        frames = self.control.recv_multipart()
+        if frames[0] == wire.STOP:
+            return False
+        if frames[0] == wire.CLUSTER:
+            self.info = dataclasses.replace(self.info, **wire.decode_json(frames[1]))
+            set_instance_info(self.info)
+        return True
+
+    def _on_tasks(self) -> None:
+        while True:
+            try:
+                frames = self.tasks.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            if len(frames) < 3 or frames[1].bytes != wire.TASKS:
+                continue
+            self._run_chunk(frames[0].bytes, wire.unpack_tasks(frames[2].bytes), frames[3:])
+
+    def _run_chunk(self, client: bytes, entries: list[tuple[int, int]], body: list[Any]) -> None:
+        done: list[tuple[int, wire.Status, int]] = []
+        out: list[serialize.Frame] = []
+        offset = 0
+        last_flush = time.monotonic()
+        for index, (task_id, count) in enumerate(entries):
+            status, frames = run_task(self.cache, body[offset : offset + count])
+            offset += count
+            done.append((task_id, status, len(frames)))
+            out.extend(frames)
+            now = time.monotonic()
+            if index == len(entries) - 1 or now - last_flush > _RESULT_FLUSH_SECONDS:
+                self._send(client, done, out)
+                done, out, last_flush = [], [], now
+
+    def _send(self, client: bytes, done: list[tuple[int, wire.Status, int]], out: list[serialize.Frame]) -> None:
+        try:
+            self.tasks.send_multipart([client, wire.RESULTS, wire.pack_results(done), *out], copy=False)
+        except zmq.ZMQError:
+            pass  # the client is gone; the node's grace period ends us
+
+    def close(self) -> None:
+        if self.auth is not None:
+            self.auth.stop()
+        self.context.destroy(linger=500)
+
+
 def main() -> None:
     _die_with_parent()
-    config = json.loads(os.environ[WORKER_ENV_VAR])
-    info = InstanceInfo(**config["info"])
-    set_instance_info(info)
-
-    from skyward.plugins.registry import get_plugin_manager
-
-    get_plugin_manager().hook.skyward_worker_startup(info=info)
-
-    context = zmq.Context()
-    sock = context.socket(zmq.DEALER)
-    sock.setsockopt(zmq.IDENTITY, f"w{info.worker}".encode())
-    sock.setsockopt(zmq.LINGER, 2000)
-    sock.connect(config["backend"])
-    sock.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid()})])
-
-    cache: OrderedDict[bytes, Any] = OrderedDict()
-    while True:
-        frames = sock.recv_multipart(copy=False)
-        kind = frames[0].bytes
-        if kind == wire.STOP:
-            break
-        if kind == wire.CLUSTER:
-            info = dataclasses.replace(info, **wire.decode_json(frames[1].bytes))
-            set_instance_info(info)
-            continue
-        if kind != wire.TASK:
-            continue
-        task_id, _worker = wire.parse_task_header(frames[1].bytes)
-        status, out = run_task(cache, frames[2:])
-        sock.send_multipart([wire.RESULT, wire.result_header(task_id, status), *out], copy=False)
-    sock.close()
-    context.term()
+    config = json.loads(sys.stdin.readline())
+    sys.stdin.close()
+    worker = Worker(config)
+    try:
+        worker.serve()
+    finally:
+        worker.close()
 
 
 if __name__ == "__main__":

@@ -127,6 +127,7 @@ class ComputePool:
         self._progress_lock = threading.Lock()
         self._submitted = self._done = self._failed = 0
         self._last_progress = 0.0
+        self._progress_due = False
 
     # -- events -----------------------------------------------------------------------
 
@@ -253,7 +254,7 @@ class ComputePool:
         self._client.broadcast_control([wire.CLUSTER, wire.encode_json(cluster)])
 
     def _on_node_message(self, node: int, kind: bytes, payload: Any) -> None:
-        from skyward.events import Error, LogLine, Metrics
+        from skyward.events import Error, LogLine, Metrics, Notice
 
         handle = self._nodes[node]
         if kind == wire.LOG:
@@ -262,8 +263,10 @@ class ComputePool:
         elif kind == wire.METRICS:
             self.emit(Metrics(instance_id=handle.instance_id, node=node, **payload))
         elif kind == wire.NOTICE:
-            message = payload.get("message") or f"node {node}: worker {payload.get('worker')} {payload.get('cause')}"
-            self.emit(Error(message=message, instance_id=handle.instance_id))
+            if payload.get("kind") == "worker-ready":
+                self.emit(Notice(message=f"node {node}: worker {payload['worker']} restarted and ready"))
+            else:
+                self.emit(Error(message=str(payload.get("message")), instance_id=handle.instance_id))
 
     def _priced(self) -> list[Any]:
         from skyward.cost import PricedInstance
@@ -283,6 +286,9 @@ class ComputePool:
             deadline = time.monotonic() + COST_UPDATE_INTERVAL
             while self._state == "active" and time.monotonic() < deadline:
                 time.sleep(0.2)
+                if self._progress_due:
+                    self._progress_due = False
+                    self._emit_progress()
 
     def _on_timeout(self) -> None:
         from skyward.events import Error
@@ -377,19 +383,26 @@ class ComputePool:
         return futures
 
     def _on_task_done(self, future: Future[Any]) -> None:
-        """Counts finished tasks; a TaskProgress event at most every 100 ms, and at the end."""
-        from skyward.events import TaskProgress
-
+        """Counts finished tasks. TaskProgress goes out at most every 100 ms (and when the
+        last outstanding task finishes, if that is later), so a stream of quick calls does
+        not wake the event thread once per task."""
         now = time.monotonic()
         with self._progress_lock:
             if future.cancelled() or future.exception() is not None:
                 self._failed += 1
             else:
                 self._done += 1
-            finished = self._done + self._failed
-            if finished < self._submitted and now - self._last_progress < 0.1:
+            if now - self._last_progress < 0.1:
+                self._progress_due = True
                 return
             self._last_progress = now
+            self._progress_due = False
+        self._emit_progress()
+
+    def _emit_progress(self) -> None:
+        from skyward.events import TaskProgress
+
+        with self._progress_lock:
             event = TaskProgress(done=self._done, submitted=self._submitted, failed=self._failed)
         self.emit(event)
 
@@ -400,7 +413,33 @@ class ComputePool:
 
     def run(self, pending: PendingCompute[T]) -> T:
         """Run on the first available worker and return its result (``pending >> pool``)."""
-        return self.submit(pending).result()
+        client = self._require_client()
+        payload = self._payload(pending, {})
+        with self._progress_lock:
+            self._submitted += 1
+        try:
+            ran, result = client.call(payload)
+        except BaseException:
+            self._count_direct(failed=True)
+            raise
+        if not ran:  # every worker is busy: wait in the queue like any other task
+            with self._progress_lock:
+                self._submitted -= 1
+            return self._track([client.submit(payload)])[0].result()  # type: ignore[no-any-return]
+        self._count_direct(failed=False)
+        return result  # type: ignore[no-any-return]
+
+    def _count_direct(self, failed: bool) -> None:
+        with self._progress_lock:
+            if failed:
+                self._failed += 1
+            else:
+                self._done += 1
+            if time.monotonic() - self._last_progress < 0.1:
+                self._progress_due = True
+                return
+            self._last_progress = time.monotonic()
+        self._emit_progress()
 
     def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
         """Run every computation of the batch in parallel; results in order. The first

@@ -1,17 +1,21 @@
 """The pool's client: one I/O thread owns every socket; callers get futures.
 
-Callers serialise in their own thread, queue the frames and wake the I/O thread through
-an inproc socket. The I/O thread sends a task only while its node has credit
-(``workers x inflight_per_worker``), so neither side ever queues more than that per
-node: a burst of 100,000 tasks waits here, in order, and nothing is dropped.
+Tasks go straight to workers (one hop). Each worker has a credit of
+``MAX_INFLIGHT_PER_WORKER`` tasks; the rest wait here, in order, so a burst of 100,000
+tasks neither drops (no high-water-mark drops anywhere) nor floods a node. When many
+tasks wait, several travel to a worker in one message (a chunk, at most the worker's
+free credit and never more than its fair share of the queue), which is what makes
+small tasks cheap. Node agents are the control plane: liveness, logs, metrics, and the
+news that a worker died or came back.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -26,7 +30,9 @@ from skyward.transport.security import CurveKeys
 # (node index, message kind, decoded JSON payload) for LOG, METRICS and NOTICE messages
 MessageHandler = Callable[[int, bytes, Any], None]
 
+MAX_INFLIGHT_PER_WORKER = 16
 _PING_INTERVAL = 1.0
+_KNOWN_FUNCTIONS = 32  # fewer than the worker's cache (64): what we skip re-sending is still there
 
 
 class NodeLostError(WorkerDiedError):
@@ -47,9 +53,28 @@ class RemoteTraceback(Exception):
 @dataclass
 class _Task:
     future: Future[Any]
-    frames: list[serialize.Frame] | None
+    frames: list[serialize.Frame] | None  # [fn_key, fn_bytes, *argument frames]
     node: int | None = None
-    worker: int = wire.ANY_WORKER
+    worker: int | None = None
+
+
+@dataclass
+class _Worker:
+    node: int
+    index: int
+    endpoint: str
+    socket: zmq.Socket[bytes] | None = None
+    inflight: dict[int, None] = field(default_factory=dict)  # ordered: send order
+    targeted: deque[int] = field(default_factory=deque)
+    available: bool = True
+    functions: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
+    reserved: int = 0  # tasks callers run directly on their own sockets (see PoolClient.call)
+    generation: int = 0  # bumped when the worker dies: direct callers notice
+    last_death: str = ""
+
+    @property
+    def free(self) -> int:
+        return MAX_INFLIGHT_PER_WORKER - len(self.inflight) - self.reserved if self.available else 0
 
 
 @dataclass
@@ -57,12 +82,11 @@ class _Node:
     index: int
     endpoint: str
     socket: zmq.Socket[bytes]
-    capacity: int = 1
-    inflight: set[int] = field(default_factory=set)
-    targeted: deque[int] = field(default_factory=deque)
     info: dict[str, Any] | None = None
+    workers: list[_Worker] = field(default_factory=list)
     last_heard: float = field(default_factory=time.monotonic)
     lost: bool = False
+    said_bye: bool = False
 
 
 def rebuild_exception(frames: Sequence[Any], node: int) -> BaseException:
@@ -75,37 +99,35 @@ def rebuild_exception(frames: Sequence[Any], node: int) -> BaseException:
     return exc
 
 
+def worker_endpoint(agent_endpoint: str, bound: str) -> str:
+    """Where to reach a worker: its ipc path, or its tcp port on the agent's host (a worker
+    bound to 0.0.0.0 is reached at the address the client already uses for its node)."""
+    if bound.startswith("ipc://"):
+        return bound
+    host = agent_endpoint.rsplit(":", 1)[0]
+    return f"{host}:{bound.rsplit(':', 1)[1]}"
+
+
 class PoolClient:
     def __init__(
         self,
         endpoints: Sequence[str],
         keys: CurveKeys | None,
         on_message: MessageHandler,
-        inflight_per_worker: int = 2,
         node_timeout: float = 20.0,
     ) -> None:
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._keys = keys
         self._on_message = on_message
-        self._inflight_per_worker = inflight_per_worker
         self._node_timeout = node_timeout
-        self._nodes: list[_Node] = []
-        for index, endpoint in enumerate(endpoints):
-            sock = self._context.socket(zmq.DEALER)
-            for option, value in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
-                sock.setsockopt(option, value)
-            if endpoint.startswith("tcp://"):
-                if keys is None:
-                    raise ProvisioningError(f"refusing an unencrypted tcp connection to {endpoint}")
-                security.configure_client(sock, keys)
-            sock.connect(endpoint)
-            self._nodes.append(_Node(index, endpoint, sock))
+        self._nodes = [_Node(i, e, self._socket(zmq.DEALER, e)) for i, e in enumerate(endpoints)]
         self._wake_address = f"inproc://skyward-wake-{id(self)}"
         self._wake_pull = self._context.socket(zmq.PULL)
         self._wake_pull.bind(self._wake_address)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._incoming: deque[int] = deque()
-        self._control: deque[tuple[int | None, list[bytes]]] = deque()
+        self._control: deque[list[bytes]] = deque()
         self._wake_pending = False
         self._tasks: dict[int, _Task] = {}
         self._queue_any: deque[int] = deque()
@@ -113,11 +135,25 @@ class PoolClient:
         self._running = False
         self._closed_reason: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._poller = zmq.Poller()
+        self._by_socket: dict[zmq.Socket[bytes], _Node | _Worker] = {}
 
-    # -- start-up ---------------------------------------------------------------------
+    def _socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
+        sock = self._context.socket(kind)
+        for option, value in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
+            sock.setsockopt(option, value)
+        if endpoint.startswith("tcp://"):
+            if self._keys is None:
+                raise ProvisioningError(f"refusing an unencrypted tcp connection to {endpoint}")
+            security.configure_client(sock, self._keys)
+        sock.connect(endpoint)
+        return sock
+
+    # -- start-up -----------------------------------------------------------------------
 
     def connect(self, timeout: float) -> list[dict[str, Any]]:
-        """Wait until every agent answers HELLO; returns their INFO dicts in node order."""
+        """Wait until every agent answers HELLO, connect to every worker, start the I/O thread.
+        Returns the agents' INFO dicts in node order."""
         poller = zmq.Poller()
         for node in self._nodes:
             poller.register(node.socket, zmq.POLLIN)
@@ -136,22 +172,44 @@ class PoolClient:
                 for node in self._nodes:
                     if node.info is None:
                         node.socket.send(wire.HELLO)
-            for sock, _ in poller.poll(100):
+            for sock, _ in poller.poll(50):
                 node = next(n for n in self._nodes if n.socket is sock)
                 while True:
                     try:
                         frames = sock.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    if frames[0] == wire.INFO:
+                    if frames[0] == wire.INFO and node.info is None:
                         node.info = wire.decode_json(frames[1])
-                        node.capacity = max(1, int(node.info["workers"])) * self._inflight_per_worker
+        for node in self._nodes:
+            assert node.info is not None
+            self._poller.register(node.socket, zmq.POLLIN)
+            self._by_socket[node.socket] = node
+            for index, bound in enumerate(node.info["endpoints"]):
+                worker = _Worker(node.index, index, worker_endpoint(node.endpoint, bound))
+                node.workers.append(worker)
+                self._open_worker(worker)
+        self._poller.register(self._wake_pull, zmq.POLLIN)
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="skyward-io", daemon=True)
         self._thread.start()
         return [n.info for n in self._nodes if n.info is not None]
 
-    # -- caller side (any thread) -----------------------------------------------------
+    def _open_worker(self, worker: _Worker) -> None:
+        worker.socket = self._socket(zmq.DEALER, worker.endpoint)
+        self._poller.register(worker.socket, zmq.POLLIN)
+        self._by_socket[worker.socket] = worker
+
+    def _close_worker_socket(self, worker: _Worker) -> None:
+        """Drop the socket and whatever it still queues, so a restarted worker can never
+        receive a task that was already failed."""
+        if worker.socket is not None:
+            self._poller.unregister(worker.socket)
+            self._by_socket.pop(worker.socket, None)
+            worker.socket.close(linger=0)
+            worker.socket = None
+
+    # -- caller side (any thread) ---------------------------------------------------------
 
     def _wake(self) -> None:
         sock = getattr(self._local, "push", None)
@@ -161,12 +219,13 @@ class PoolClient:
             self._local.push = sock
         sock.send(b"")
 
-    def submit(self, frames: list[serialize.Frame], node: int | None = None, worker: int = wire.ANY_WORKER) -> Future[Any]:
-        return self.submit_many([frames], node=node, worker=worker)[0]
+    def submit(self, frames: list[serialize.Frame]) -> Future[Any]:
+        return self.submit_many([frames])[0]
 
     def submit_many(
-        self, payloads: Sequence[list[serialize.Frame]], node: int | None = None, worker: int = wire.ANY_WORKER
+        self, payloads: Sequence[list[serialize.Frame]], node: int | None = None, worker: int | None = None
     ) -> list[Future[Any]]:
+        """Queue tasks (for one particular worker when ``node`` and ``worker`` are given)."""
         futures: list[Future[Any]] = []
         with self._lock:
             if self._closed_reason is not None:
@@ -183,9 +242,69 @@ class PoolClient:
             self._wake()
         return futures
 
+    # -- the direct path: one synchronous call, no thread hand-off ---------------------------
+
+    def _reserve(self) -> _Worker | None:
+        with self._lock:
+            if self._closed_reason is not None:
+                raise self._closed_reason
+            idle = [w for n in self._nodes if not n.lost for w in n.workers if w.free > 0]
+            if not idle:
+                return None
+            worker = max(idle, key=lambda w: w.free)
+            worker.reserved += 1
+            return worker
+
+    def _direct_socket(self, worker: _Worker) -> zmq.Socket[bytes]:
+        """This thread's own socket to ``worker`` (remade after the worker restarts)."""
+        sockets: dict[tuple[int, int], tuple[int, zmq.Socket[bytes]]] = self._local.__dict__.setdefault("direct", {})
+        key = (worker.node, worker.index)
+        known = sockets.get(key)
+        if known is not None and known[0] == worker.generation:
+            return known[1]
+        if known is not None:
+            known[1].close(linger=0)
+        sock = self._socket(zmq.DEALER, worker.endpoint)
+        sockets[key] = (worker.generation, sock)
+        return sock
+
+    def call(self, frames: list[serialize.Frame]) -> tuple[bool, Any]:
+        """Run one task on an idle worker from the calling thread itself, over the thread's
+        own socket to that worker: no hand-off to the I/O thread and back, which is most
+        of a quick call's cost in Python. Returns (False, None) when no worker has room:
+        the caller then queues the task as usual."""
+        worker = self._reserve()
+        if worker is None:
+            return False, None
+        try:
+            generation = worker.generation
+            sock = self._direct_socket(worker)
+            task_id = next(self._ids)
+            sock.send_multipart([wire.TASKS, wire.pack_tasks([(task_id, len(frames))]), *frames], copy=False)
+            while True:
+                if sock.poll(100):
+                    reply = sock.recv_multipart(copy=False)
+                    if reply[0].bytes != wire.RESULTS:
+                        continue
+                    for tid, status, count in wire.unpack_results(reply[1].bytes):
+                        if tid != task_id:
+                            continue
+                        payload = reply[2 : 2 + count]
+                        if status == wire.Status.OK:
+                            return True, serialize.loads(payload)
+                        raise rebuild_exception(payload, worker.node)
+                if self._closed_reason is not None:
+                    raise self._closed_reason
+                if worker.generation != generation:
+                    lost = self._nodes[worker.node].lost
+                    raise (NodeLostError if lost else WorkerDiedError)(worker.last_death)
+        finally:
+            with self._lock:
+                worker.reserved -= 1
+
     def broadcast_control(self, frames: list[bytes]) -> None:
         with self._lock:
-            self._control.append((None, frames))
+            self._control.append(frames)
             self._wake_pending = True
         self._wake()
 
@@ -197,22 +316,20 @@ class PoolClient:
         with self._lock:
             return len(self._tasks)
 
-    # -- the I/O thread -----------------------------------------------------------------
+    # -- the I/O thread ---------------------------------------------------------------------
 
     def _loop(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._wake_pull, zmq.POLLIN)
-        by_socket: dict[zmq.Socket[bytes], _Node] = {}
-        for node in self._nodes:
-            poller.register(node.socket, zmq.POLLIN)
-            by_socket[node.socket] = node
         last_ping = 0.0
         while self._running:
-            for sock, _ in poller.poll(250):
+            for sock, _ in self._poller.poll(250):
                 if sock is self._wake_pull:
                     self._drain_wake()
-                else:
-                    self._drain_node(by_socket[sock])  # type: ignore[index]
+                    continue
+                owner = self._by_socket.get(sock)  # type: ignore[call-overload]
+                if isinstance(owner, _Worker):
+                    self._drain_worker(owner)
+                elif isinstance(owner, _Node):
+                    self._drain_node(owner)
             self._dispatch()
             now = time.monotonic()
             if now - last_ping >= _PING_INTERVAL:
@@ -232,7 +349,7 @@ class PoolClient:
             self._wake_pending = False
             incoming, self._incoming = self._incoming, deque()
             control, self._control = self._control, deque()
-        for _target, frames in control:
+        for frames in control:
             for node in self._nodes:
                 if not node.lost:
                     node.socket.send_multipart(frames)
@@ -243,61 +360,125 @@ class PoolClient:
             if task.node is None:
                 self._queue_any.append(task_id)
             else:
-                self._nodes[task.node].targeted.append(task_id)
+                self._nodes[task.node].workers[task.worker or 0].targeted.append(task_id)
 
-    def _send(self, node: _Node, task_id: int) -> None:
-        task = self._tasks.get(task_id)
-        if task is None or task.future.cancelled() or task.frames is None:
-            self._tasks.pop(task_id, None)
-            return
-        frames, task.frames = task.frames, None  # drop our reference: memory is ZeroMQ's now
-        task.node = node.index
-        node.socket.send_multipart([wire.TASK, wire.task_header(task_id, task.worker), *frames], copy=False)
-        node.inflight.add(task_id)
+    def _live_workers(self) -> list[_Worker]:
+        return [w for n in self._nodes if not n.lost for w in n.workers if w.free > 0]
 
     def _dispatch(self) -> None:
-        live = [n for n in self._nodes if not n.lost]
-        for node in live:
-            while node.targeted and len(node.inflight) < node.capacity:
-                self._send(node, node.targeted.popleft())
-        while self._queue_any and live:
-            node = max(live, key=lambda n: n.capacity - len(n.inflight))
-            if len(node.inflight) >= node.capacity:
+        for node in self._nodes:
+            for worker in node.workers:
+                if worker.targeted and worker.free > 0:
+                    self._send_chunk(worker, worker.targeted, worker.free)
+        if not self._queue_any:
+            return
+        live = self._live_workers()
+        if not live:
+            return
+        share = math.ceil(len(self._queue_any) / len(live))
+        for worker in sorted(live, key=lambda w: -w.free):
+            if not self._queue_any:
                 break
-            self._send(node, self._queue_any.popleft())
+            self._send_chunk(worker, self._queue_any, min(worker.free, share))
 
-    def _drain_node(self, node: _Node) -> None:
-        while True:
+    def _send_chunk(self, worker: _Worker, queue: deque[int], limit: int) -> None:
+        entries: list[tuple[int, int]] = []
+        frames: list[serialize.Frame] = []
+        while queue and len(entries) < limit:
+            task_id = queue.popleft()
+            task = self._tasks.get(task_id)
+            if task is None or task.frames is None or task.future.cancelled():
+                self._tasks.pop(task_id, None)
+                continue
+            payload, task.frames = task.frames, None  # ZeroMQ owns the memory from here
+            task.node, task.worker = worker.node, worker.index
+            fn_key = bytes(payload[0])
+            if fn_key in worker.functions:
+                worker.functions.move_to_end(fn_key)
+                payload = [payload[0], b"", *payload[2:]]
+            else:
+                worker.functions[fn_key] = None
+                if len(worker.functions) > _KNOWN_FUNCTIONS:
+                    worker.functions.popitem(last=False)
+            entries.append((task_id, len(payload)))
+            frames.extend(payload)
+            worker.inflight[task_id] = None
+        if entries and worker.socket is not None:
+            worker.socket.send_multipart([wire.TASKS, wire.pack_tasks(entries), *frames], copy=False)
+
+    def _drain_worker(self, worker: _Worker) -> None:
+        while worker.socket is not None:
             try:
-                frames = node.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = worker.socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                break
-            node.last_heard = time.monotonic()
-            kind = frames[0].bytes
-            if kind == wire.RESULT:
-                self._on_result(node, frames[1:])
-            elif kind in (wire.LOG, wire.METRICS, wire.NOTICE):
-                self._on_message(node.index, kind, wire.decode_json(frames[1].bytes))
+                return
+            if frames[0].bytes != wire.RESULTS:
+                continue
+            offset = 2
+            for task_id, status, count in wire.unpack_results(frames[1].bytes):
+                self._resolve(worker, task_id, status, frames[offset : offset + count])
+                offset += count
 
-    def _on_result(self, node: _Node, frames: list[Any]) -> None:
-        task_id, status = wire.parse_result_header(frames[0].bytes)
-        node.inflight.discard(task_id)
+    def _resolve(self, worker: _Worker, task_id: int, status: wire.Status, payload: list[Any]) -> None:
+        worker.inflight.pop(task_id, None)
         with self._lock:
             task = self._tasks.pop(task_id, None)
         if task is None or task.future.done():
             return
-        payload = frames[1:]
         try:
             if status == wire.Status.OK:
                 task.future.set_result(serialize.loads(payload))
-            elif status == wire.Status.RAISED:
-                task.future.set_exception(rebuild_exception(payload, node.index))
             else:
-                detail = wire.decode_json(payload[0].bytes)
-                task.future.set_exception(WorkerDiedError(detail["message"]))
+                task.future.set_exception(rebuild_exception(payload, worker.node))
         except Exception as exc:  # a result that cannot be unpickled here
             if not task.future.done():
-                task.future.set_exception(RemoteError(f"cannot read the result from node {node.index}: {exc!r}"))
+                task.future.set_exception(RemoteError(f"cannot read a result from node {worker.node}: {exc!r}"))
+
+    def _drain_node(self, node: _Node) -> None:
+        while True:
+            try:
+                frames = node.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            node.last_heard = time.monotonic()
+            kind = frames[0]
+            if kind == wire.NOTICE:
+                notice = wire.decode_json(frames[1])
+                self._on_notice(node, notice)
+                self._on_message(node.index, kind, notice)
+            elif kind in (wire.LOG, wire.METRICS):
+                self._on_message(node.index, kind, wire.decode_json(frames[1]))
+            elif kind == wire.BYE:
+                node.said_bye = True
+
+    def _on_notice(self, node: _Node, notice: dict[str, Any]) -> None:
+        if notice.get("kind") == "worker-died":
+            worker = node.workers[int(notice["worker"])]
+            self._close_worker_socket(worker)
+            worker.available = False
+            worker.functions.clear()
+            lost = list(worker.inflight)
+            worker.inflight.clear()
+            for position, task_id in enumerate(lost):
+                why = notice["message"] if position == 0 else (
+                    f"worker {worker.index} on node {node.index} died ({notice['cause']}) before this task, "
+                    "queued on it, had started"
+                )  # fmt: skip
+                self._fail(task_id, WorkerDiedError(why))
+            worker.last_death = str(notice["message"])
+            worker.generation += 1
+        elif notice.get("kind") == "worker-ready":
+            worker = node.workers[int(notice["worker"])]
+            worker.endpoint = worker_endpoint(node.endpoint, notice["endpoint"])
+            self._close_worker_socket(worker)
+            self._open_worker(worker)
+            worker.available = True
+
+    def _fail(self, task_id: int, error: BaseException) -> None:
+        with self._lock:
+            task = self._tasks.pop(task_id, None)
+        if task is not None and not task.future.done():
+            task.future.set_exception(error)
 
     def _check_liveness(self, now: float) -> None:
         for node in self._nodes:
@@ -305,16 +486,17 @@ class PoolClient:
                 self.fail_node(node.index, f"node {node.index} stopped answering for {self._node_timeout:g} s")
 
     def fail_node(self, index: int, reason: str) -> None:
-        """Mark a node lost and fail what ran or waited for it (I/O thread only)."""
+        """Mark a node lost and fail what ran or waited on it (I/O thread only)."""
         node = self._nodes[index]
         node.lost = True
-        for task_id in [*node.inflight, *node.targeted]:
-            with self._lock:
-                task = self._tasks.pop(task_id, None)
-            if task is not None and not task.future.done():
-                task.future.set_exception(NodeLostError(reason))
-        node.inflight.clear()
-        node.targeted.clear()
+        for worker in node.workers:
+            worker.last_death = reason
+            worker.generation += 1
+            for task_id in [*worker.inflight, *worker.targeted]:
+                self._fail(task_id, NodeLostError(reason))
+            worker.inflight.clear()
+            worker.targeted.clear()
+            worker.available = False
         if all(n.lost for n in self._nodes):
             self._fail_all(NodeLostError(f"every node of the pool is gone ({reason})"))
 
@@ -326,23 +508,22 @@ class PoolClient:
             if not task.future.done():
                 task.future.set_exception(error)
 
-    # -- shutdown ---------------------------------------------------------------------
+    # -- shutdown -----------------------------------------------------------------------------
 
-    def close(self, error: BaseException, stop_agents: bool = True) -> None:
-        """Fail everything still outstanding with ``error``, tell agents to stop, close."""
+    def close(self, error: BaseException, stop_agents: bool = True, wait_for_logs: float = 2.0) -> None:
+        """Fail what is still outstanding with ``error``, stop the agents and wait (briefly)
+        for their goodbye, so the last lines workers printed are delivered, then close."""
         with self._lock:
             if self._closed_reason is not None:
                 return
             self._closed_reason = error
+        self._fail_all(error)
+        if stop_agents and self._running:
+            self.broadcast_control([wire.STOP])
+            deadline = time.monotonic() + wait_for_logs
+            while time.monotonic() < deadline and not all(n.said_bye or n.lost for n in self._nodes):
+                time.sleep(0.01)
         self._running = False
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._fail_all(error)
-        if stop_agents:
-            for node in self._nodes:
-                try:
-                    node.socket.send(wire.STOP, zmq.NOBLOCK)
-                except zmq.ZMQError:
-                    pass
-        time.sleep(0.05)  # let STOP leave before the sockets close
         self._context.destroy(linger=0)

@@ -1,35 +1,35 @@
-"""The frames exchanged between client, agent and workers.
+"""The frames exchanged between the pool's client, node agents and workers.
 
-Every message starts with a one-byte kind. Control messages carry JSON (never pickle,
-so reading one cannot run code); task and result payloads carry serialised frames.
+Data plane, client <-> worker, direct (one hop: no relay through the agent):
+    TASKS    [T, meta, *frames]   meta: count, then per task (task_id, frame count);
+                                  each task's frames: fn_key, fn_bytes (b"" when the worker
+                                  already has fn_key cached), *argument frames
+    RESULTS  [R, meta, *frames]   meta: count, then per result (task_id, status, frame count)
 
-client -> agent   TASK    [T, header(task_id, worker), *payload]
-                  HELLO   [?]            agent answers INFO once its workers are up
-                  PING    [H]            keeps the agent alive (see agent grace period)
-                  STOP    [S]            graceful shutdown
-                  CLUSTER [C, json]      head address/port, sent once every node is up
-agent -> client   RESULT  [R, header(task_id, status), *payload]
-                  INFO    [I, json]
-                  LOG     [L, json]      lines a worker printed
-                  METRICS [M, json]
-                  PONG    [H]            agent liveness
-                  NOTICE  [N, json]      agent-level events (ttl passed, interruption)
-agent -> worker   TASK as above, header worker field unused
-worker -> agent   READY   [W, json], RESULT as above
+Control plane, client <-> agent (JSON, never pickle: reading one cannot run code):
+    HELLO [?]  -> INFO [I, json]   once every worker is up: versions, worker endpoints
+    PING  [H]  both ways, every second: liveness in both directions
+    STOP  [S]  -> BYE [B]          the agent flushes workers' output, then says goodbye
+    CLUSTER [C, json]              head address/port, sent once every node is up
+    LOG [L, json], METRICS [M, json], NOTICE [N, json] (worker died/ready, TTL passed)
+
+Agent <-> worker: READY [W, json] (worker -> agent), CLUSTER, STOP (agent -> worker).
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
-TASK = b"T"
+TASKS = b"T"
+RESULTS = b"R"
 HELLO = b"?"
 PING = b"H"
 STOP = b"S"
-RESULT = b"R"
+BYE = b"B"
 INFO = b"I"
 LOG = b"L"
 METRICS = b"M"
@@ -37,35 +37,40 @@ NOTICE = b"N"
 READY = b"W"
 CLUSTER = b"C"
 
-ANY_WORKER = -1
-
-_TASK_HEADER = struct.Struct("!Qi")
-_RESULT_HEADER = struct.Struct("!QB")
-
 
 class Status(IntEnum):
     OK = 0
-    RAISED = 1  # payload is the pickled exception (with remote traceback)
-    DIED = 2  # payload is JSON describing how the worker died
-    CANCELLED = 3
+    RAISED = 1  # frames: the pickled (exception, remote traceback text)
 
 
-def task_header(task_id: int, worker: int = ANY_WORKER) -> bytes:
-    return _TASK_HEADER.pack(task_id, worker)
+_COUNT = struct.Struct("!I")
+_TASK = struct.Struct("!QI")
+_RESULT = struct.Struct("!QBI")
 
 
-def parse_task_header(raw: Any) -> tuple[int, int]:
-    task_id, worker = _TASK_HEADER.unpack(bytes(raw))
-    return int(task_id), int(worker)
+def pack_tasks(entries: Sequence[tuple[int, int]]) -> bytes:
+    """``entries``: (task_id, frame count) per task."""
+    return _COUNT.pack(len(entries)) + b"".join(_TASK.pack(t, n) for t, n in entries)
 
 
-def result_header(task_id: int, status: Status) -> bytes:
-    return _RESULT_HEADER.pack(task_id, int(status))
+def unpack_tasks(raw: Any) -> list[tuple[int, int]]:
+    data = bytes(raw)
+    (count,) = _COUNT.unpack_from(data)
+    return [_TASK.unpack_from(data, _COUNT.size + i * _TASK.size) for i in range(count)]
 
 
-def parse_result_header(raw: Any) -> tuple[int, Status]:
-    task_id, status = _RESULT_HEADER.unpack(bytes(raw))
-    return int(task_id), Status(status)
+def pack_results(entries: Sequence[tuple[int, Status, int]]) -> bytes:
+    return _COUNT.pack(len(entries)) + b"".join(_RESULT.pack(t, int(s), n) for t, s, n in entries)
+
+
+def unpack_results(raw: Any) -> list[tuple[int, Status, int]]:
+    data = bytes(raw)
+    (count,) = _COUNT.unpack_from(data)
+    out = []
+    for i in range(count):
+        task_id, status, n = _RESULT.unpack_from(data, _COUNT.size + i * _RESULT.size)
+        out.append((task_id, Status(status), n))
+    return out
 
 
 def encode_json(value: Any) -> bytes:
