@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Developer tasks. Needs nothing but Python 3.11+; everything else goes into .venv.
 
-    python3 tasks.py example   # run examples/quickstart.py on a Local pool of two nodes
-    python3 tasks.py test      # install everything, run the whole test suite
-    python3 tasks.py check     # ruff (lint + format) and mypy
-    python3 tasks.py bench     # the quick benchmark (see bench/README.md)
+python3 tasks.py example   # run examples/quickstart.py on a Local pool of two nodes
+python3 tasks.py test      # install everything, run the whole test suite
+python3 tasks.py check     # ruff (lint + format) and mypy
+python3 tasks.py bench     # the quick benchmark (see bench/README.md)
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ def test(extra: list[str]) -> int:
 
 def check() -> int:
     ensure_venv(dev=True)
-    paths = [p for p in ("skyward-core", *PACKAGES[1:], "tests", "examples", "bench", "tasks.py") if (ROOT / p).exists()]
+    paths = [
+        p for p in ("skyward-core", *PACKAGES[1:], "tests", "examples", "bench", "tasks.py") if (ROOT / p).exists()
+    ]
     codes = [
         run(PY, "-m", "ruff", "check", *paths, check=False),
         run(PY, "-m", "ruff", "format", "--check", *paths, check=False),

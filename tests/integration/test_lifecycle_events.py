@@ -27,8 +27,10 @@ def test_a_pool_emits_its_whole_lifecycle_in_order() -> None:
         hello(1) >> pool
         time.sleep(0.3)  # let the log line arrive
     kinds = [type(e).__name__ for e in seen]
-    order = ["InfraCreating", "InfraCreated", "InstanceLaunching", "InstanceProvisioned", "BootstrapStarting",
-             "BootstrapProgress", "BootstrapCompleted", "PoolStarted", "PoolStopping", "InstanceStopping", "CostFinal"]  # fmt: skip
+    order = [
+        *("InfraCreating", "InfraCreated", "InstanceLaunching", "InstanceProvisioned", "BootstrapStarting"),
+        *("BootstrapProgress", "BootstrapCompleted", "PoolStarted", "PoolStopping", "InstanceStopping", "CostFinal"),
+    ]
     positions = [kinds.index(k) for k in order]
     assert positions == sorted(positions), kinds
     assert kinds[-1] == "CostFinal" and kinds.count("InstanceProvisioned") == 2

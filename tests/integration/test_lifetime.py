@@ -43,7 +43,7 @@ def test_close_leaves_no_process_behind() -> None:
         pool_id = pool.spec.pool_id
         procs = _tree(_agent_processes(pool_id))
         assert len(procs) == 2 + 4  # two agents, two workers each
-    gone, alive = psutil.wait_procs(procs, timeout=10)
+    _, alive = psutil.wait_procs(procs, timeout=10)
     assert not alive
 
 
@@ -65,6 +65,6 @@ def test_agents_exit_within_the_grace_period_after_the_client_is_killed() -> Non
     client.send_signal(signal.SIGKILL)
     client.wait()
     killed_at = time.monotonic()
-    gone, alive = psutil.wait_procs(procs, timeout=GRACE + 10)
+    _, alive = psutil.wait_procs(procs, timeout=GRACE + 10)
     assert not alive, f"still running {time.monotonic() - killed_at:.1f} s after the client died: {alive}"
     assert os.path.exists("/proc")  # (Linux: workers follow their agent through PDEATHSIG)

@@ -59,7 +59,7 @@ def test_cloud_bootstrap_arms_the_ttl_before_anything_else() -> None:
     script = Image(apt=["ffmpeg"], pip=["six"]).bootstrap(ttl=600)
     ttl_at, apt_at, deps_at = script.index("shutdown -h +10"), script.index("apt-get install"), script.index("uv")
     assert ttl_at < apt_at < deps_at
-    assert "exec \"$PY\" -m skyward.agent" in script
+    assert 'exec "$PY" -m skyward.agent' in script
 
 
 def test_local_bootstrap_never_shuts_down_or_installs_system_packages() -> None:
@@ -70,7 +70,13 @@ def test_local_bootstrap_never_shuts_down_or_installs_system_packages() -> None:
 
 
 def _run(script: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={"SKYWARD_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(home)})
+    return subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"SKYWARD_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(home)},
+    )
 
 
 def test_local_apt_refuses_missing_packages_and_names_them(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from skyward.errors import ConfigurationError, NotInComputationError
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.sampler import DistributedSampler, epoch_permutation
@@ -39,9 +40,7 @@ def global_order(
     belongs to rank k % replicas)."""
     per_rank: list[list[int]] = []
     for rank in range(replicas):
-        sampler = DistributedSampler(
-            range(n), replicas, rank, shuffle=shuffle, seed=seed, drop_last=drop_last
-        )
+        sampler = DistributedSampler(range(n), replicas, rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
         sampler.set_epoch(epoch)
         indices = list(sampler)
         assert len(indices) == len(sampler)
@@ -63,9 +62,7 @@ def global_order(
 def test_without_drop_last_every_index_is_covered_and_padded_from_the_start(
     n: int, replicas: int, shuffle: bool, seed: int, epoch: int
 ) -> None:
-    _, merged = global_order(
-        n, replicas, shuffle=shuffle, drop_last=False, seed=seed, epoch=epoch
-    )
+    _, merged = global_order(n, replicas, shuffle=shuffle, drop_last=False, seed=seed, epoch=epoch)
     total = -(-n // replicas) * replicas
     assert len(merged) == total
     head, padding = merged[:n], merged[n:]
@@ -87,9 +84,7 @@ def test_without_drop_last_every_index_is_covered_and_padded_from_the_start(
 def test_with_drop_last_the_tail_is_dropped_and_nothing_repeats(
     n: int, replicas: int, shuffle: bool, seed: int, epoch: int
 ) -> None:
-    _, merged = global_order(
-        n, replicas, shuffle=shuffle, drop_last=True, seed=seed, epoch=epoch
-    )
+    _, merged = global_order(n, replicas, shuffle=shuffle, drop_last=True, seed=seed, epoch=epoch)
     assert len(merged) == (n // replicas) * replicas
     assert len(set(merged)) == len(merged)
     assert set(merged) <= set(range(n))
@@ -108,9 +103,7 @@ def test_torch_padding_example() -> None:
 
 
 def test_the_order_changes_with_the_epoch_only_when_shuffled() -> None:
-    sampler = DistributedSampler(
-        range(100), num_replicas=2, rank=1, shuffle=True, seed=3
-    )
+    sampler = DistributedSampler(range(100), num_replicas=2, rank=1, shuffle=True, seed=3)
     first = list(sampler)
     assert list(sampler) == first  # same epoch, same order
     sampler.set_epoch(1)
@@ -144,9 +137,7 @@ def test_outside_a_pool_explicit_values_are_needed() -> None:
         DistributedSampler(range(10))
     with pytest.raises(NotInComputationError):
         DistributedSampler(range(10), num_replicas=2)
-    assert list(
-        DistributedSampler(range(10), num_replicas=2, rank=0, shuffle=False)
-    ) == [
+    assert list(DistributedSampler(range(10), num_replicas=2, rank=0, shuffle=False)) == [
         0,
         2,
         4,
@@ -156,9 +147,7 @@ def test_outside_a_pool_explicit_values_are_needed() -> None:
 
 
 @pytest.mark.parametrize(("replicas", "rank"), [(2, 2), (2, -1), (0, 0)])
-def test_invalid_replicas_or_rank_are_refused_like_torch(
-    replicas: int, rank: int
-) -> None:
+def test_invalid_replicas_or_rank_are_refused_like_torch(replicas: int, rank: int) -> None:
     with pytest.raises(ValueError):
         DistributedSampler(range(10), num_replicas=replicas, rank=rank)
     with pytest.raises(ConfigurationError):
@@ -202,9 +191,7 @@ def test_indices_equal_torchs_distributed_sampler(
     n: int, replicas: int, shuffle: bool, drop_last: bool, seed: int, epoch: int
 ) -> None:
     # imported as modules (typed Any) so type checking does not depend on torch
-    TorchSampler = importlib.import_module(
-        "torch.utils.data.distributed"
-    ).DistributedSampler
+    TorchSampler = importlib.import_module("torch.utils.data.distributed").DistributedSampler
 
     for rank in range(replicas):
         ours = DistributedSampler(range(n), replicas, rank, shuffle, seed, drop_last)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from skyward.errors import ConfigurationError, NotInComputationError
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.sharding import derive_seed, shard, shard_bounds, shard_indices
@@ -69,9 +70,7 @@ def shards_of_all_workers(
 
 def assert_exact_partition(parts: list[list[int]], length: int) -> None:
     flat = [i for part in parts for i in part]
-    assert sorted(flat) == list(range(length)), (
-        "not disjoint, or not covering everything"
-    )
+    assert sorted(flat) == list(range(length)), "not disjoint, or not covering everything"
     sizes = [len(part) for part in parts]
     assert max(sizes) - min(sizes) <= 1, f"unbalanced sizes {sizes}"
 
@@ -88,17 +87,12 @@ def assert_exact_partition(parts: list[list[int]], length: int) -> None:
 def test_shard_indices_of_all_ranks_form_an_exact_balanced_partition(
     length: int, world_size: int, shuffle: bool, seed: int
 ) -> None:
-    parts = [
-        list(shard_indices(length, rank, world_size, shuffle=shuffle, seed=seed))
-        for rank in range(world_size)
-    ]
+    parts = [list(shard_indices(length, rank, world_size, shuffle=shuffle, seed=seed)) for rank in range(world_size)]
     assert_exact_partition(parts, length)
 
 
 @given(length=st.integers(0, 400), world_size=st.integers(1, 40))
-def test_unshuffled_shards_are_contiguous_blocks_in_rank_order(
-    length: int, world_size: int
-) -> None:
+def test_unshuffled_shards_are_contiguous_blocks_in_rank_order(length: int, world_size: int) -> None:
     parts = [shard_indices(length, rank, world_size) for rank in range(world_size)]
     assert all(isinstance(part, range) for part in parts)
     assert [i for part in parts for i in part] == list(range(length))
@@ -113,10 +107,7 @@ def test_shuffled_shards_are_consecutive_blocks_of_one_shared_permutation(
 ) -> None:
     expected = list(range(length))
     random.Random(seed).shuffle(expected)
-    parts = [
-        shard_indices(length, rank, world_size, shuffle=True, seed=seed)
-        for rank in range(world_size)
-    ]
+    parts = [shard_indices(length, rank, world_size, shuffle=True, seed=seed) for rank in range(world_size)]
     assert [i for part in parts for i in part] == expected
 
 
@@ -144,9 +135,7 @@ def test_shuffle_without_a_seed_is_refused_by_the_pure_function() -> None:
     ("length", "rank", "world_size"),
     [(-1, 0, 1), (10, 0, 0), (10, -1, 2), (10, 2, 2)],
 )
-def test_impossible_partitions_are_refused(
-    length: int, rank: int, world_size: int
-) -> None:
+def test_impossible_partitions_are_refused(length: int, rank: int, world_size: int) -> None:
     with pytest.raises(ConfigurationError):
         shard_indices(length, rank, world_size)
 
@@ -156,9 +145,7 @@ def test_derived_seed_is_stable_and_depends_on_the_job() -> None:
     assert derive_seed("job-1") != derive_seed("job-2")
     # stable across processes, unlike hash(), which is salted per process
     code = "from skyward.sharding import derive_seed; print(derive_seed('job-1'))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert int(out) == derive_seed("job-1")
 
 
@@ -180,9 +167,7 @@ def test_shards_of_every_worker_slot_form_an_exact_partition(
     shuffle: bool,
     seed: int | None,
 ) -> None:
-    parts = shards_of_all_workers(
-        list(range(length)), total_nodes, workers_per_node, shuffle=shuffle, seed=seed
-    )
+    parts = shards_of_all_workers(list(range(length)), total_nodes, workers_per_node, shuffle=shuffle, seed=seed)
     assert len(parts) == total_nodes * workers_per_node
     assert_exact_partition(parts, length)
 
@@ -195,18 +180,12 @@ def test_every_worker_slot_is_a_shard_not_only_every_node() -> None:
         assert shard(list(range(8))) == [2, 3]
 
 
-@given(
-    seed=st.integers(0, 2**32), total_nodes=st.integers(1, 3), workers=st.integers(1, 3)
-)
-def test_with_a_seed_every_worker_draws_the_same_permutation(
-    seed: int, total_nodes: int, workers: int
-) -> None:
+@given(seed=st.integers(0, 2**32), total_nodes=st.integers(1, 3), workers=st.integers(1, 3))
+def test_with_a_seed_every_worker_draws_the_same_permutation(seed: int, total_nodes: int, workers: int) -> None:
     length = 50
     expected = list(range(length))
     random.Random(seed).shuffle(expected)
-    parts = shards_of_all_workers(
-        list(range(length)), total_nodes, workers, shuffle=True, seed=seed
-    )
+    parts = shards_of_all_workers(list(range(length)), total_nodes, workers, shuffle=True, seed=seed)
     assert [i for part in parts for i in part] == expected
 
 
@@ -266,9 +245,7 @@ def test_other_sequences_are_sliced_or_gathered_into_a_list() -> None:
     shuffle=st.booleans(),
     seed=st.integers(0, 1000),
 )
-def test_multiple_arrays_are_cut_with_the_same_indices(
-    length: int, node: int, shuffle: bool, seed: int
-) -> None:
+def test_multiple_arrays_are_cut_with_the_same_indices(length: int, node: int, shuffle: bool, seed: int) -> None:
     x = list(range(length))
     y = tuple(10 * i for i in range(length))
     z = np.arange(length) * 100
@@ -307,9 +284,7 @@ def test_no_arrays_is_refused() -> None:
         shard()  # type: ignore[call-overload]  # refused statically too
 
 
-@pytest.mark.parametrize(
-    "not_a_sequence", [{"a": 1}, (i for i in range(3)), 42, {1, 2}, np.array(5)]
-)
+@pytest.mark.parametrize("not_a_sequence", [{"a": 1}, (i for i in range(3)), 42, {1, 2}, np.array(5)])
 def test_non_sequences_are_refused(not_a_sequence: Any) -> None:
     with (
         as_worker(node=0, total_nodes=2),

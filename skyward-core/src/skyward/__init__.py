@@ -56,28 +56,58 @@ _CORE_EXPORTS: dict[str, str] = {
     "RemoteError": "skyward.errors",
 }
 
-_EVENT_NAMES = (
-    "SkywardEvent InfraCreating InfraCreated InstanceLaunching InstanceProvisioned "
-    "BootstrapStarting BootstrapProgress BootstrapCompleted PoolStarted LogLine Metrics "
-    "PoolStopping InstanceStopping CostUpdate CostFinal Error TaskProgress InstanceInterrupted Notice "
-    "ProviderName"
-).split()
+_EVENT_NAMES = [
+    "SkywardEvent",
+    "InfraCreating",
+    "InfraCreated",
+    "InstanceLaunching",
+    "InstanceProvisioned",
+    "BootstrapStarting",
+    "BootstrapProgress",
+    "BootstrapCompleted",
+    "PoolStarted",
+    "LogLine",
+    "Metrics",
+    "PoolStopping",
+    "InstanceStopping",
+    "CostUpdate",
+    "CostFinal",
+    "Error",
+    "TaskProgress",
+    "InstanceInterrupted",
+    "Notice",
+    "ProviderName",
+]
 _CORE_EXPORTS.update({name: "skyward.events" for name in _EVENT_NAMES})
 
 _SUBMODULES = {"distributed", "integrations", "accelerators"}
 
 if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.accelerators import (
-        Accelerator as Accelerator,
         NVIDIA as NVIDIA,
+    )
+    from skyward.accelerators import (
+        Accelerator as Accelerator,
+    )
+    from skyward.accelerators import (
         is_nvidia as is_nvidia,
+    )
+    from skyward.accelerators import (
         is_trainium as is_trainium,
     )
     from skyward.api.compute import (
         ComputeFunction as ComputeFunction,
+    )
+    from skyward.api.compute import (
         PendingBatch as PendingBatch,
+    )
+    from skyward.api.compute import (
         PendingCompute as PendingCompute,
+    )
+    from skyward.api.compute import (
         compute as compute,
+    )
+    from skyward.api.compute import (
         gather as gather,
     )
     from skyward.api.multipool import (
@@ -88,41 +118,101 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     )
     from skyward.callbacks import (
         Callback as Callback,
+    )
+    from skyward.callbacks import (
         compose as compose,
+    )
+    from skyward.callbacks import (
         emit as emit,
+    )
+    from skyward.callbacks import (
         use_callback as use_callback,
     )
     from skyward.errors import (
         ConfigurationError as ConfigurationError,
+    )
+    from skyward.errors import (
         NotInComputationError as NotInComputationError,
+    )
+    from skyward.errors import (
         PoolClosedError as PoolClosedError,
+    )
+    from skyward.errors import (
         PoolTimeoutError as PoolTimeoutError,
+    )
+    from skyward.errors import (
         ProvisioningError as ProvisioningError,
+    )
+    from skyward.errors import (
         RemoteError as RemoteError,
+    )
+    from skyward.errors import (
         SkywardError as SkywardError,
+    )
+    from skyward.errors import (
         VersionMismatchError as VersionMismatchError,
+    )
+    from skyward.errors import (
         WorkerDiedError as WorkerDiedError,
     )
     from skyward.events import (
         BootstrapCompleted as BootstrapCompleted,
+    )
+    from skyward.events import (
         BootstrapProgress as BootstrapProgress,
+    )
+    from skyward.events import (
         BootstrapStarting as BootstrapStarting,
+    )
+    from skyward.events import (
         CostFinal as CostFinal,
+    )
+    from skyward.events import (
         CostUpdate as CostUpdate,
+    )
+    from skyward.events import (
         Error as Error,
+    )
+    from skyward.events import (
         InfraCreated as InfraCreated,
+    )
+    from skyward.events import (
         InfraCreating as InfraCreating,
+    )
+    from skyward.events import (
         InstanceInterrupted as InstanceInterrupted,
+    )
+    from skyward.events import (
         InstanceLaunching as InstanceLaunching,
+    )
+    from skyward.events import (
         InstanceProvisioned as InstanceProvisioned,
+    )
+    from skyward.events import (
         InstanceStopping as InstanceStopping,
+    )
+    from skyward.events import (
         LogLine as LogLine,
+    )
+    from skyward.events import (
         Metrics as Metrics,
+    )
+    from skyward.events import (
         Notice as Notice,
+    )
+    from skyward.events import (
         PoolStarted as PoolStarted,
+    )
+    from skyward.events import (
         PoolStopping as PoolStopping,
+    )
+    from skyward.events import (
         ProviderName as ProviderName,
+    )
+    from skyward.events import (
         SkywardEvent as SkywardEvent,
+    )
+    from skyward.events import (
         TaskProgress as TaskProgress,
     )
     from skyward.image import (
@@ -130,6 +220,8 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     )
     from skyward.instances import (
         InstanceType as InstanceType,
+    )
+    from skyward.instances import (
         select_instance as select_instance,
     )
     from skyward.providers.local import (
@@ -137,7 +229,11 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     )
     from skyward.runtime.context import (
         InstanceInfo as InstanceInfo,
+    )
+    from skyward.runtime.context import (
         current_accelerator as current_accelerator,
+    )
+    from skyward.runtime.context import (
         instance_info as instance_info,
     )
     from skyward.sampler import (
@@ -148,6 +244,8 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     )
     from skyward.spot import (
         Spot as Spot,
+    )
+    from skyward.spot import (
         SpotLike as SpotLike,
     )
 

@@ -48,7 +48,9 @@ for pkg in {names}; do
   dpkg-query -W -f='${{Status}}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
 done
 if [ -n "$missing" ]; then
-  fail "Image(apt=...) asks for packages this machine lacks:$missing. The Local provider never installs system packages; install them yourself (sudo apt-get install$missing) or use a cloud provider."
+  fail "Image(apt=...) asks for packages this machine lacks:$missing." \
+    "The Local provider never installs system packages;" \
+    "install them yourself (sudo apt-get install$missing) or use a cloud provider."
 fi"""
     packages = " ".join(_q(p) for p in image.apt)
     return f"""export DEBIAN_FRONTEND=noninteractive
@@ -148,7 +150,7 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
     if not ctx.start_agent:
         parts.append('\necho "skyward bootstrap: environment ready at $PY"')
         return "\n".join(parts) + "\n"
-    parts.append(_section("server", f"{_check(image)}\n{env_lines}\n{agent_env}\nexec \"$PY\" -m skyward.agent"))
+    parts.append(_section("server", f'{_check(image)}\n{env_lines}\n{agent_env}\nexec "$PY" -m skyward.agent'))
     return "\n".join(parts) + "\n"
 
 

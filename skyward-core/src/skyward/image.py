@@ -141,4 +141,3 @@ class BootstrapContext:
 
     def quoted_env(self) -> list[tuple[str, str]]:
         return [(k, shlex.quote(v)) for k, v in sorted(self.agent_env.items())]
-

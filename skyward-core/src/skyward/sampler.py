@@ -85,9 +85,7 @@ class DistributedSampler:
         if num_replicas < 1:
             raise ConfigurationError(f"num_replicas must be >= 1, got {num_replicas}")
         if not 0 <= rank < num_replicas:
-            raise ConfigurationError(
-                f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
-            )
+            raise ConfigurationError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
         self.dataset = dataset
         self.num_replicas = num_replicas
         self.rank = rank
@@ -105,11 +103,7 @@ class DistributedSampler:
 
     def __iter__(self) -> Iterator[int]:
         length = len(self.dataset)
-        indices = (
-            epoch_permutation(length, self.seed + self.epoch)
-            if self.shuffle
-            else list(range(length))
-        )
+        indices = epoch_permutation(length, self.seed + self.epoch) if self.shuffle else list(range(length))
         if self.drop_last:
             indices = indices[: self.total_size]
         else:

@@ -88,15 +88,11 @@ def derive_seed(job_id: str) -> int:
 
 
 @overload
-def shard(
-    array: list[_E], /, *, shuffle: bool = ..., seed: int | None = ...
-) -> list[_E]: ...
+def shard(array: list[_E], /, *, shuffle: bool = ..., seed: int | None = ...) -> list[_E]: ...
 
 
 @overload
-def shard(
-    array: tuple[_E, ...], /, *, shuffle: bool = ..., seed: int | None = ...
-) -> tuple[_E, ...]: ...
+def shard(array: tuple[_E, ...], /, *, shuffle: bool = ..., seed: int | None = ...) -> tuple[_E, ...]: ...
 
 
 @overload
@@ -149,15 +145,11 @@ def shard(*arrays: Any, shuffle: bool = False, seed: int | None = None) -> Any:
         raise ConfigurationError("shard() needs at least one array to shard")
     lengths = [_length_of(array, position) for position, array in enumerate(arrays)]
     if len(set(lengths)) != 1:
-        raise ConfigurationError(
-            f"shard() needs arrays of equal length to keep them aligned, got lengths {lengths}"
-        )
+        raise ConfigurationError(f"shard() needs arrays of equal length to keep them aligned, got lengths {lengths}")
     info = instance_info()
     if shuffle and seed is None:
         seed = derive_seed(info.job_id)
-    indices = shard_indices(
-        lengths[0], info.rank, info.world_size, shuffle=shuffle, seed=seed
-    )
+    indices = shard_indices(lengths[0], info.rank, info.world_size, shuffle=shuffle, seed=seed)
     parts = tuple(_take(array, indices) for array in arrays)
     return parts[0] if len(parts) == 1 else parts
 
@@ -179,9 +171,7 @@ def _length_of(array: Any, position: int) -> int:
         "pass a list, tuple, numpy array or another object with __len__ and "
         "positional __getitem__"
     )
-    if isinstance(array, Mapping) or not (
-        hasattr(array, "__len__") and hasattr(array, "__getitem__")
-    ):
+    if isinstance(array, Mapping) or not (hasattr(array, "__len__") and hasattr(array, "__getitem__")):
         raise error
     try:
         return len(array)

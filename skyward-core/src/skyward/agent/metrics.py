@@ -17,9 +17,7 @@ class MetricsSampler:
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handles = [
-                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
-            ]
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         except Exception:  # no package, no driver, no GPU: CPU metrics only
             self._nvml = None
 

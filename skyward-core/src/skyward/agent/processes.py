@@ -10,7 +10,6 @@ import sys
 from dataclasses import dataclass, field
 
 
-
 def describe_exit(returncode: int) -> str:
     """A person-readable cause of death: 'killed by SIGKILL (possibly out of memory)'."""
     if returncode < 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from skyward.errors import ConfigurationError
 
@@ -61,9 +61,7 @@ class PendingCompute(Generic[R]):
 
 def _check_pending(value: object) -> PendingCompute[Any]:
     if not isinstance(value, PendingCompute):
-        raise ConfigurationError(
-            f"expected a computation (the result of calling a @compute function), got {value!r}"
-        )
+        raise ConfigurationError(f"expected a computation (the result of calling a @compute function), got {value!r}")
     return value
 
 
@@ -143,9 +141,7 @@ class PendingBatch8(PendingBatch[Any], Generic[A, B, C, D, E, F, G, H]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: object) -> PendingBatch[Any]:
-        raise ConfigurationError(
-            "a chain with & holds at most 8 computations; use gather(*computations) for more"
-        )
+        raise ConfigurationError("a chain with & holds at most 8 computations; use gather(*computations) for more")
 
 
 def gather(*computations: PendingCompute[R]) -> PendingBatch[R]:
@@ -179,16 +175,10 @@ class ComputeFunction(Generic[P, R]):
         return (ComputeFunction, (self._fn,))
 
 
-@overload
-def compute(fn: Callable[P, R]) -> ComputeFunction[P, R]: ...
-@overload
-def compute(fn: object) -> ComputeFunction[..., Any]: ...
-def compute(fn: Any) -> ComputeFunction[..., Any]:
+def compute(fn: Callable[P, R]) -> ComputeFunction[P, R]:
     """Make ``fn`` lazy: ``fn(x)`` now builds a computation for a pool to run."""
     if isinstance(fn, ComputeFunction):
         return fn
     if not callable(fn):
-        raise ConfigurationError(
-            f"@compute needs a function (or other callable), got {type(fn).__name__}: {fn!r}"
-        )
+        raise ConfigurationError(f"@compute needs a function (or other callable), got {type(fn).__name__}: {fn!r}")
     return ComputeFunction(fn)

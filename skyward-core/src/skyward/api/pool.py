@@ -492,5 +492,3 @@ def _collect(futures: Sequence[Future[Any]]) -> tuple[Any, ...]:
 def _plugin_steps(image: Image) -> list[Any]:
     results = registry.pm.hook.skyward_bootstrap_steps(image=image)
     return [step for group in results for step in group]
-
-

@@ -104,7 +104,7 @@ class LocalDriver:
         from skyward.providers.local_gpus import assign_gpus, detect_gpus
 
         per_node = assign_gpus(spec.nodes, spec.accelerator, detect_gpus())
-        devices = []
+        devices: list[list[str | None]] = []
         for gpus in per_node:
             value = ",".join(str(g) for g in gpus)
             devices.append([value] * spec.workers_per_node)
@@ -142,11 +142,7 @@ class LocalDriver:
         devices = self.visible_devices(spec)
         for index in range(spec.nodes):
             instance_id = f"local-{spec.pool_id}-{index}"
-            bind = (
-                f"ipc://{self.run_dir}/node-{index}.sock"
-                if self.config.transport == "ipc"
-                else "tcp://127.0.0.1:0"
-            )
+            bind = f"ipc://{self.run_dir}/node-{index}.sock" if self.config.transport == "ipc" else "tcp://127.0.0.1:0"
             script = user_data(
                 index, bind, context, run_dir=str(self.run_dir), visible_devices=devices[index], instance_id=instance_id
             )
@@ -201,8 +197,14 @@ class LocalDriver:
             emit(BootstrapCompleted(instance_id=instance_id))
             assert node.endpoint is not None
             handles.append(
-                NodeHandle(node=node.index, instance_id=instance_id, endpoint=node.endpoint,
-                           instance_type="local", ip="127.0.0.1", private_ip="127.0.0.1")
+                NodeHandle(
+                    node=node.index,
+                    instance_id=instance_id,
+                    endpoint=node.endpoint,
+                    instance_type="local",
+                    ip="127.0.0.1",
+                    private_ip="127.0.0.1",
+                )
             )
         return handles
 

@@ -95,6 +95,8 @@ def rebuild_exception(frames: Sequence[Any], node: int) -> BaseException:
         exc, tb = serialize.loads(frames)
     except Exception as load_error:
         return RemoteError(f"a task on node {node} raised an exception that cannot be rebuilt here: {load_error}")
+    if not isinstance(exc, BaseException):
+        return RemoteError(f"a task on node {node} failed with a non-exception {exc!r}")
     exc.__cause__ = RemoteTraceback(f"Traceback from node {node}:\n{tb}")
     return exc
 

@@ -49,9 +49,7 @@ class _OnlyThisClient:
         return domain == ZAP_DOMAIN and key == self._allowed
 
 
-def start_server_auth(
-    context: zmq.Context[zmq.Socket[bytes]], client_public: bytes
-) -> ThreadAuthenticator:
+def start_server_auth(context: zmq.Context[zmq.Socket[bytes]], client_public: bytes) -> ThreadAuthenticator:
     auth = ThreadAuthenticator(context)
     auth.start()
     auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=_OnlyThisClient(client_public))

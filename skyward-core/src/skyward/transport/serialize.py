@@ -12,8 +12,8 @@ import hashlib
 import os
 import pickle
 import sys
-from importlib import metadata
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 import cloudpickle
@@ -99,7 +99,6 @@ def _explain_pickling_failure(
             cloudpickle.dumps(value, protocol=5, buffer_callback=lambda _b: None)
         except Exception as inner:
             return ConfigurationError(
-                f"cannot send {name}(...) to the pool: {label} "
-                f"({type(value).__name__}) cannot be pickled: {inner}"
+                f"cannot send {name}(...) to the pool: {label} ({type(value).__name__}) cannot be pickled: {inner}"
             )
     return ConfigurationError(f"cannot send {name}(...) to the pool: {exc}")
