@@ -35,6 +35,7 @@ def _no_skyward_processes() -> bool:
         ({"collect_metrics": "yes"}, r"collect_metrics='yes'"),
         ({"spot": "always"}, r"no spot market"),
         ({"machine": "p5.48xlarge"}, r"machine='p5.48xlarge'.*Local"),
+        ({"volume": ["/data"]}, r"'/data' is not a volume"),
     ],
 )
 def test_bad_parameters_fail_at_construction(kwargs: dict[str, Any], message: str) -> None:

@@ -221,6 +221,7 @@ class ComputePool:
         from skyward.agent.config import ENV_VAR
 
         steps = [(s.name, s.script) for s in _plugin_steps(spec.image)]
+        steps += [("volumes", script) for script in _volume_scripts(spec.volumes)]
         ctx = BootstrapContext(
             local=context.local,
             python_executable=context.python_executable,
@@ -487,6 +488,15 @@ def _collect(futures: Sequence[Future[Any]]) -> tuple[Any, ...]:
             future.cancel()
         raise
     return tuple(results)
+
+
+def _volume_scripts(volumes: Sequence[Any]) -> list[str]:
+    plugins = registry.volumes()
+    scripts = []
+    for volume in volumes:
+        plugin = next(p for p in plugins if isinstance(volume, p.volume_type))
+        scripts.append(plugin.mount_script(volume))
+    return scripts
 
 
 def _plugin_steps(image: Image) -> list[Any]:

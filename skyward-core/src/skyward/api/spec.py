@@ -49,6 +49,22 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
+def _volumes(volume: Sequence[Any] | None) -> tuple[Any, ...]:
+    """Each volume must be of a type some plugin mounts (skyward_volumes hook)."""
+    if volume is None:
+        return ()
+    if not isinstance(volume, list | tuple):
+        volume = [volume]
+    from skyward.plugins.registry import registry
+
+    known = tuple(p.volume_type for p in registry.volumes())
+    for item in volume:
+        if not known or not isinstance(item, known):
+            names = ", ".join(t.__name__ for t in known) or "none (install e.g. skyward[aws] for S3Volume)"
+            raise ConfigurationError(f"ComputePool(volume=...): {item!r} is not a volume; volume types available: {names}")
+    return tuple(volume)
+
+
 def build_spec(
     *,
     provider: Any,
@@ -115,7 +131,7 @@ def build_spec(
         from skyward.spot import normalize_spot
 
         strategy = normalize_spot(spot)
-    volumes = tuple(volume or ())
+    volumes = _volumes(volume)
     if not isinstance(collect_metrics, bool):
         raise ConfigurationError(f"ComputePool(collect_metrics={collect_metrics!r}): must be True or False")
     return PoolSpec(
