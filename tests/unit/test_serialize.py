@@ -1,0 +1,53 @@
+"""Payload framing: big buffers travel out of band, as views of the caller's memory."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from skyward.errors import ConfigurationError
+from skyward.transport import serialize, wire
+
+
+def test_a_large_array_is_a_separate_frame_sharing_the_arrays_memory() -> None:
+    array = np.arange(1_000_000, dtype=np.float64)
+    frames = serialize.dumps({"x": array})
+    assert len(frames) == 2 and len(frames[0]) < 1000  # the pickle stream stays small
+    view = np.frombuffer(frames[1], dtype=np.float64)
+    assert np.shares_memory(view, array)  # no copy was made
+    restored = serialize.loads(frames)["x"]
+    np.testing.assert_array_equal(restored, array)
+
+
+@given(
+    st.recursive(
+        st.none() | st.integers() | st.text() | st.binary(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)
+    )
+)
+def test_round_trip(value: object) -> None:
+    assert serialize.loads(serialize.dumps(value)) == value
+
+
+def test_the_unpicklable_argument_is_named() -> None:
+    def fn(a: object, b: object) -> None: ...
+
+    with pytest.raises(ConfigurationError, match=r"positional argument 1 \(lock\)"):
+        serialize.dumps_arguments(fn, (1, threading.Lock()), {})
+
+
+def test_function_keys_are_stable_for_the_same_function() -> None:
+    def fn(x: int) -> int:
+        return x + 1
+
+    assert serialize.dumps_function(fn)[0] == serialize.dumps_function(fn)[0]
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**63), st.integers(0, 2**31)), max_size=50))
+def test_task_and_result_metadata_round_trip(entries: list[tuple[int, int]]) -> None:
+    assert wire.unpack_tasks(wire.pack_tasks(entries)) == entries
+    results = [(t, wire.Status(n % 2), n) for t, n in entries]
+    assert wire.unpack_results(wire.pack_results(results)) == results
