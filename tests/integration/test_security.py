@@ -25,8 +25,8 @@ def marker(path: str) -> str:
 
 def _task_frames(path: str) -> list[bytes]:
     key, raw = serialize.dumps_function(marker.local)
-    args = [bytes(f) for f in serialize.dumps(((path,), {}))]
-    return [wire.TASKS, wire.pack_tasks([(1, 2 + len(args))]), key, raw, *args]
+    task = wire.encode_task(key, raw, [bytes(f) for f in serialize.dumps(((path,), {}))])
+    return [wire.pack_tasks([(1, len(task))]), *task]
 
 
 def _try_foreign(endpoint: str, server_public: bytes | None, frames: list[bytes]) -> list[bytes] | None:

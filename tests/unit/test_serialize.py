@@ -51,3 +51,11 @@ def test_task_and_result_metadata_round_trip(entries: list[tuple[int, int]]) -> 
     assert wire.unpack_tasks(wire.pack_tasks(entries)) == entries
     results = [(t, wire.Status(n % 2), n) for t, n in entries]
     assert wire.unpack_results(wire.pack_results(results)) == results
+
+
+@given(st.binary(min_size=16, max_size=16), st.binary(max_size=300), st.binary(min_size=1, max_size=300))
+def test_task_heads_round_trip(key: bytes, fn: bytes, arguments: bytes) -> None:
+    frames = wire.encode_task(key, fn, [arguments, b"buffer"])
+    assert len(frames) == 2
+    got_key, got_fn, got_arguments = wire.decode_task(frames)
+    assert (got_key, bytes(got_fn), bytes(got_arguments[0]), got_arguments[1]) == (key, fn, arguments, b"buffer")

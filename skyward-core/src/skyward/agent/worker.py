@@ -73,11 +73,12 @@ def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
 
 
 def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
-    """Run one task ``[fn_key, fn_bytes, *argument frames]``; never raises."""
+    """Run one task (its frames, see ``wire.encode_task``); never raises."""
     fn: Any = None
     try:
-        fn = cache.load(bytes(payload[0]), payload[1])
-        args, kwargs = serialize.loads(payload[2:])
+        key, fn_bytes, arguments = wire.decode_task(payload)
+        fn = cache.load(key, fn_bytes)
+        args, kwargs = serialize.loads(arguments)
         result = fn(*args, **kwargs)
     except BaseException as exc:  # user code may raise anything, SystemExit included
         return wire.Status.RAISED, _encode_exception(exc)
@@ -148,9 +149,9 @@ class Worker:
                 frames = self.tasks.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if len(frames) < 3 or frames[1].bytes != wire.TASKS:
+            if len(frames) < 2 or frames[1].bytes[:1] != wire.TASKS:
                 continue
-            self._run_chunk(frames[0].bytes, wire.unpack_tasks(frames[2].bytes), frames[3:])
+            self._run_chunk(frames[0].bytes, wire.unpack_tasks(frames[1].bytes), frames[2:])
 
     def _run_chunk(self, client: bytes, entries: list[tuple[int, int]], body: list[Any]) -> None:
         done: list[tuple[int, wire.Status, int]] = []
@@ -169,7 +170,7 @@ class Worker:
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int]], out: list[serialize.Frame]) -> None:
         try:
-            self.tasks.send_multipart([client, wire.RESULTS, wire.pack_results(done), *out], copy=False)
+            self.tasks.send_multipart([client, wire.pack_results(done), *out], copy=False)
         except zmq.ZMQError:
             pass  # the client is gone; the node's grace period ends us
 

@@ -61,7 +61,7 @@ def _volumes(volume: Sequence[Any] | None) -> tuple[Any, ...]:
     for item in volume:
         if not known or not isinstance(item, known):
             names = ", ".join(t.__name__ for t in known) or "none (install e.g. skyward[aws] for S3Volume)"
-            raise ConfigurationError(f"ComputePool(volume=...): {item!r} is not a volume; volume types available: {names}")
+            raise ConfigurationError(f"ComputePool(volume=...): {item!r} is not a volume; volume types: {names}")
     return tuple(volume)
 
 

@@ -282,16 +282,17 @@ class PoolClient:
             generation = worker.generation
             sock = self._direct_socket(worker)
             task_id = next(self._ids)
-            sock.send_multipart([wire.TASKS, wire.pack_tasks([(task_id, len(frames))]), *frames], copy=False)
+            task_frames = wire.encode_task(bytes(frames[0]), bytes(frames[1]), frames[2:])
+            sock.send_multipart([wire.pack_tasks([(task_id, len(task_frames))]), *task_frames], copy=False)
             while True:
                 if sock.poll(100):
                     reply = sock.recv_multipart(copy=False)
-                    if reply[0].bytes != wire.RESULTS:
+                    if reply[0].bytes[:1] != wire.RESULTS:
                         continue
-                    for tid, status, count in wire.unpack_results(reply[1].bytes):
+                    for tid, status, count in wire.unpack_results(reply[0].bytes):
                         if tid != task_id:
                             continue
-                        payload = reply[2 : 2 + count]
+                        payload = reply[1 : 1 + count]
                         if status == wire.Status.OK:
                             return True, serialize.loads(payload)
                         raise rebuild_exception(payload, worker.node)
@@ -395,18 +396,20 @@ class PoolClient:
             payload, task.frames = task.frames, None  # ZeroMQ owns the memory from here
             task.node, task.worker = worker.node, worker.index
             fn_key = bytes(payload[0])
+            fn_bytes = bytes(payload[1])
             if fn_key in worker.functions:
                 worker.functions.move_to_end(fn_key)
-                payload = [payload[0], b"", *payload[2:]]
+                fn_bytes = b""
             else:
                 worker.functions[fn_key] = None
                 if len(worker.functions) > _KNOWN_FUNCTIONS:
                     worker.functions.popitem(last=False)
-            entries.append((task_id, len(payload)))
-            frames.extend(payload)
+            task_frames = wire.encode_task(fn_key, fn_bytes, payload[2:])
+            entries.append((task_id, len(task_frames)))
+            frames.extend(task_frames)
             worker.inflight[task_id] = None
         if entries and worker.socket is not None:
-            worker.socket.send_multipart([wire.TASKS, wire.pack_tasks(entries), *frames], copy=False)
+            worker.socket.send_multipart([wire.pack_tasks(entries), *frames], copy=False)
 
     def _drain_worker(self, worker: _Worker) -> None:
         while worker.socket is not None:
@@ -414,10 +417,10 @@ class PoolClient:
                 frames = worker.socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if frames[0].bytes != wire.RESULTS:
+            if frames[0].bytes[:1] != wire.RESULTS:
                 continue
-            offset = 2
-            for task_id, status, count in wire.unpack_results(frames[1].bytes):
+            offset = 1
+            for task_id, status, count in wire.unpack_results(frames[0].bytes):
                 self._resolve(worker, task_id, status, frames[offset : offset + count])
                 offset += count
 

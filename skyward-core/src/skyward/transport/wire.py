@@ -1,10 +1,13 @@
 """The frames exchanged between the pool's client, node agents and workers.
 
 Data plane, client <-> worker, direct (one hop: no relay through the agent):
-    TASKS    [T, meta, *frames]   meta: count, then per task (task_id, frame count);
-                                  each task's frames: fn_key, fn_bytes (b"" when the worker
-                                  already has fn_key cached), *argument frames
-    RESULTS  [R, meta, *frames]   meta: count, then per result (task_id, status, frame count)
+    TASKS    [T+meta, *frames]    meta: count, then per task (task_id, frame count); each
+                                  task is a head frame (fn_key, fn_bytes, or none when the
+                                  worker already caches fn_key, then the arguments' pickle
+                                  stream) and its out-of-band buffers
+    RESULTS  [R+meta, *frames]    meta: count, then per result (task_id, status, frame count)
+Every frame costs ~10 us in pyzmq, so small parts share one frame; large buffers keep
+their own (zero-copy).
 
 Control plane, client <-> agent (JSON, never pickle: reading one cannot run code):
     HELLO [?]  -> INFO [I, json]   once every worker is up: versions, worker endpoints
@@ -48,29 +51,48 @@ _TASK = struct.Struct("!QI")
 _RESULT = struct.Struct("!QBI")
 
 
+_FN_LEN = struct.Struct("!I")
+FN_KEY_SIZE = 16
+
+
 def pack_tasks(entries: Sequence[tuple[int, int]]) -> bytes:
-    """``entries``: (task_id, frame count) per task."""
-    return _COUNT.pack(len(entries)) + b"".join(_TASK.pack(t, n) for t, n in entries)
+    """The first frame of TASKS: the marker and (task_id, frame count) per task."""
+    return TASKS + _COUNT.pack(len(entries)) + b"".join(_TASK.pack(t, n) for t, n in entries)
 
 
 def unpack_tasks(raw: Any) -> list[tuple[int, int]]:
     data = bytes(raw)
-    (count,) = _COUNT.unpack_from(data)
-    return [_TASK.unpack_from(data, _COUNT.size + i * _TASK.size) for i in range(count)]
+    (count,) = _COUNT.unpack_from(data, 1)
+    return [_TASK.unpack_from(data, 1 + _COUNT.size + i * _TASK.size) for i in range(count)]
 
 
 def pack_results(entries: Sequence[tuple[int, Status, int]]) -> bytes:
-    return _COUNT.pack(len(entries)) + b"".join(_RESULT.pack(t, int(s), n) for t, s, n in entries)
+    return RESULTS + _COUNT.pack(len(entries)) + b"".join(_RESULT.pack(t, int(s), n) for t, s, n in entries)
 
 
 def unpack_results(raw: Any) -> list[tuple[int, Status, int]]:
     data = bytes(raw)
-    (count,) = _COUNT.unpack_from(data)
+    (count,) = _COUNT.unpack_from(data, 1)
     out = []
     for i in range(count):
-        task_id, status, n = _RESULT.unpack_from(data, _COUNT.size + i * _RESULT.size)
+        task_id, status, n = _RESULT.unpack_from(data, 1 + _COUNT.size + i * _RESULT.size)
         out.append((task_id, Status(status), n))
     return out
+
+
+def encode_task(fn_key: bytes, fn_bytes: bytes, arguments: Sequence[Any]) -> list[Any]:
+    """A task's frames: one head (key, function or nothing, argument stream), then buffers."""
+    head = b"".join((fn_key, _FN_LEN.pack(len(fn_bytes)), fn_bytes, arguments[0]))
+    return [head, *arguments[1:]]
+
+
+def decode_task(frames: Sequence[Any]) -> tuple[bytes, memoryview, list[Any]]:
+    """(fn_key, fn_bytes (empty when cached), argument frames) of one task."""
+    head = memoryview(frames[0].buffer if hasattr(frames[0], "buffer") else frames[0])
+    key = bytes(head[:FN_KEY_SIZE])
+    (length,) = _FN_LEN.unpack_from(head, FN_KEY_SIZE)
+    start = FN_KEY_SIZE + _FN_LEN.size
+    return key, head[start : start + length], [head[start + length :], *frames[1:]]
 
 
 def encode_json(value: Any) -> bytes:
