@@ -170,7 +170,7 @@ class Worker:
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int]], out: list[serialize.Frame]) -> None:
         try:
-            self.tasks.send_multipart([client, wire.pack_results(done), *out], copy=False)
+            wire.send_frames(self.tasks, [client, wire.pack_results(done), *out])
         except zmq.ZMQError:
             pass  # the client is gone; the node's grace period ends us
 

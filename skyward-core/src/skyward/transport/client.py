@@ -283,7 +283,7 @@ class PoolClient:
             sock = self._direct_socket(worker)
             task_id = next(self._ids)
             task_frames = wire.encode_task(bytes(frames[0]), bytes(frames[1]), frames[2:])
-            sock.send_multipart([wire.pack_tasks([(task_id, len(task_frames))]), *task_frames], copy=False)
+            wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames))]), *task_frames])
             while True:
                 if sock.poll(100):
                     reply = sock.recv_multipart(copy=False)
@@ -409,7 +409,7 @@ class PoolClient:
             frames.extend(task_frames)
             worker.inflight[task_id] = None
         if entries and worker.socket is not None:
-            worker.socket.send_multipart([wire.pack_tasks(entries), *frames], copy=False)
+            wire.send_frames(worker.socket, [wire.pack_tasks(entries), *frames])
 
     def _drain_worker(self, worker: _Worker) -> None:
         while worker.socket is not None:

@@ -95,6 +95,23 @@ def decode_task(frames: Sequence[Any]) -> tuple[bytes, memoryview, list[Any]]:
     return key, head[start : start + length], [head[start + length :], *frames[1:]]
 
 
+ZERO_COPY_MIN = 64 * 1024
+
+
+def send_frames(sock: Any, frames: Sequence[Any]) -> None:
+    """Send a multipart message: large buffers zero-copy, small parts copied.
+
+    Zero-copy in pyzmq has a fixed cost per frame (the buffer must be released later,
+    from another thread), far more than copying a few hundred bytes; a 256 MB array is
+    the opposite case.
+    """
+    last = len(frames) - 1
+    for index, frame in enumerate(frames):
+        size = frame.nbytes if isinstance(frame, memoryview) else len(frame)
+        flags = 0 if index == last else 2  # zmq.SNDMORE
+        sock.send(frame, flags, copy=size < ZERO_COPY_MIN)
+
+
 def encode_json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
