@@ -115,6 +115,7 @@ class ComputePool:
         self._bus = EventBus(on_event=on_event, display=self._display)
         self._pump: _EventPump | None = None
         self._keys = CurveKeys.generate()
+        self._fn_pickles = serialize.FunctionPickles()  # pickled functions reused across calls
         self._client: PoolClient | None = None
         self._nodes: list[NodeHandle] = []
         self._started_at = 0.0
@@ -364,15 +365,16 @@ class ComputePool:
             )
         return self._client
 
-    @staticmethod
-    def _payload(pending: PendingCompute[Any], functions: dict[int, tuple[bytes, bytes]]) -> list[serialize.Frame]:
+    def _payload(
+        self, pending: PendingCompute[Any], functions: dict[int, tuple[bytes, bytes]]
+    ) -> list[serialize.Frame]:
         if not isinstance(pending, PendingCompute):
             raise ConfigurationError(
                 f"a pool runs computations (the result of calling a @compute function), got {pending!r}"
             )
         key_raw = functions.get(id(pending.fn))
         if key_raw is None:
-            key_raw = serialize.dumps_function(pending.fn)
+            key_raw = self._fn_pickles.get(pending.fn)
             functions[id(pending.fn)] = key_raw
         return [*key_raw, *serialize.dumps_arguments(pending.fn, pending.args, pending.kwargs)]
 
@@ -456,6 +458,21 @@ class ComputePool:
         ordered by node then worker."""
         client = self._require_client()
         payload = self._payload(pending, {})
+        expected = len(self._nodes) * self.spec.workers_per_node
+        with self._progress_lock:
+            self._submitted += expected
+        try:
+            ran, results = client.call_all(payload)
+        except BaseException:
+            for _ in range(expected):
+                self._count_direct(failed=True)
+            raise
+        if ran and len(results) == expected:
+            for _ in range(expected):
+                self._count_direct(failed=False)
+            return tuple(results)
+        with self._progress_lock:  # a worker is busy or a node is gone: queue as usual
+            self._submitted -= expected
         futures: list[Future[Any]] = []
         for node in range(len(self._nodes)):
             for worker in range(self.spec.workers_per_node):

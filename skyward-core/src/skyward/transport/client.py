@@ -305,6 +305,69 @@ class PoolClient:
             with self._lock:
                 worker.reserved -= 1
 
+    def call_all(self, frames: list[serialize.Frame]) -> tuple[bool, list[Any]]:
+        """Run one task on every worker of every node from the calling thread, over its own
+        sockets (as ``call`` does for one): every task is sent before any reply is read,
+        with no hand-off to the I/O thread and no Future per worker. Results come in node,
+        then worker order; the first failure in that order is raised once all have
+        answered. Returns (False, []) when a node is lost or a worker has no room: the
+        caller then queues the tasks as usual."""
+        with self._lock:
+            if self._closed_reason is not None:
+                raise self._closed_reason
+            if any(n.lost for n in self._nodes):
+                return False, []
+            workers = [w for n in self._nodes for w in n.workers]
+            if not workers or any(w.free <= 0 for w in workers):
+                return False, []
+            for worker in workers:
+                worker.reserved += 1
+        try:
+            generations = [w.generation for w in workers]
+            task_frames = wire.encode_task(bytes(frames[0]), bytes(frames[1]), frames[2:])
+            poller = zmq.Poller()
+            pending: dict[int, int] = {}  # task id -> position
+            for position, worker in enumerate(workers):
+                sock = self._direct_socket(worker)
+                task_id = next(self._ids)
+                wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames))]), *task_frames])
+                pending[task_id] = position
+                poller.register(sock, zmq.POLLIN)
+            results: list[Any] = [None] * len(workers)
+            errors: dict[int, BaseException] = {}
+            while pending:
+                for sock, _ in poller.poll(100):
+                    while True:
+                        try:
+                            reply = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        except zmq.Again:
+                            break
+                        if reply[0].bytes[:1] != wire.RESULTS:
+                            continue
+                        for task_id, status, count in wire.unpack_results(reply[0].bytes):
+                            if task_id not in pending:
+                                continue  # a late reply to an earlier call on this socket
+                            position = pending.pop(task_id)
+                            payload = reply[1 : 1 + count]
+                            if status == wire.Status.OK:
+                                results[position] = serialize.loads(payload)
+                            else:
+                                errors[position] = rebuild_exception(payload, workers[position].node)
+                if self._closed_reason is not None:
+                    raise self._closed_reason
+                for position in pending.values():
+                    worker = workers[position]
+                    if worker.generation != generations[position]:
+                        lost = self._nodes[worker.node].lost
+                        raise (NodeLostError if lost else WorkerDiedError)(worker.last_death)
+            if errors:
+                raise errors[min(errors)]
+            return True, results
+        finally:
+            with self._lock:
+                for worker in workers:
+                    worker.reserved -= 1
+
     def broadcast_control(self, frames: list[bytes]) -> None:
         with self._lock:
             self._control.append(frames)

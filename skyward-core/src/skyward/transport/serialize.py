@@ -12,6 +12,8 @@ import hashlib
 import os
 import pickle
 import sys
+import types
+import weakref
 from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
@@ -48,11 +50,142 @@ def dumps_function(fn: object) -> tuple[bytes, bytes]:
 
 
 def dumps_arguments(fn: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Frame]:
-    """Serialise a call's arguments, naming the argument that cannot be pickled."""
+    """Serialise a call's arguments, naming the argument that cannot be pickled.
+
+    Plain data (numbers, strings, bytes, and small tuples, lists and dicts of them) goes
+    through the C pickler: same stream format, about 8x cheaper than building a
+    CloudPickler for every call (3.4 us -> 0.4 us for ``((5,), {})``)."""
+    if _is_plain((args, kwargs), 3):
+        return [pickle.dumps((args, kwargs), protocol=5)]
     try:
         return dumps((args, kwargs))
     except Exception as exc:
         raise _explain_pickling_failure(fn, args, kwargs, exc) from exc
+
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+_PLAIN_MAX_ITEMS = 64
+
+
+def _is_plain(value: object, depth: int) -> bool:
+    """True for values plain pickle serialises exactly as cloudpickle would: no code, no
+    classes, no out-of-band buffers (bytearray and numpy stay on the cloudpickle path)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if depth == 0:
+        return False
+    if kind is tuple or kind is list:
+        items: Any = value
+        return len(items) <= _PLAIN_MAX_ITEMS and all(_is_plain(v, depth - 1) for v in items)
+    if kind is dict:
+        mapping: Any = value
+        return len(mapping) <= _PLAIN_MAX_ITEMS and all(
+            type(k) in _SCALARS and _is_plain(v, depth - 1) for k, v in mapping.items()
+        )
+    return False
+
+
+class FunctionPickles:
+    """``dumps_function`` results kept across calls, so ``fn(x) >> pool`` in a loop does
+    not pickle ``fn`` by value every time (25-50 us of a ~250 us round trip).
+
+    A cached pickle is reused only while it would come out the same: the function's code,
+    defaults and closure are the same objects, and every global it (or a function it
+    calls) refers to is the same object and of a kind whose pickled form cannot change in
+    place (modules, classes, functions, numbers, strings, tuples of those...). A function
+    that reads a mutable global (a list, a dict, an array) is pickled on every call, as
+    before, so a change to that global always reaches the workers."""
+
+    def __init__(self) -> None:
+        self._cache: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], tuple[bytes, bytes]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, fn: object) -> tuple[bytes, bytes]:
+        fingerprint = _fingerprint(fn, 4, set())
+        if fingerprint is not None:
+            try:
+                known = self._cache.get(fn)
+            except TypeError:  # not weak-referenceable
+                known = None
+            if known is not None and known[0] == fingerprint:
+                return known[1]
+        key_raw = dumps_function(fn)
+        if fingerprint is not None:
+            try:
+                self._cache[fn] = (fingerprint, key_raw)
+            except TypeError:
+                pass
+        return key_raw
+
+
+_STABLE = (type(None), bool, int, float, complex, str, bytes, frozenset, range, types.ModuleType, type,
+           types.BuiltinFunctionType)  # fmt: skip
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _stable(value: object, depth: int, seen: set[int]) -> Any:
+    """A fingerprint part for a value a function refers to, or None when its pickle could
+    change without the value being replaced (mutable containers, instances)."""
+    if isinstance(value, float | complex):
+        return ("num", type(value), repr(value))  # repr tells -0.0 from 0.0, which == does not
+    if isinstance(value, _STABLE):
+        # The object itself, not its id(): the cache entry keeps it alive, so a rebound
+        # global can never match by reusing a freed object's address; == on these types
+        # is identity (modules, classes) or exact value (numbers, strings).
+        return ("obj", type(value), value)
+    if type(value) is tuple:
+        parts = [_stable(v, depth, seen) for v in value]  # type: ignore[union-attr]
+        return None if any(p is None for p in parts) else ("tuple", *parts)
+    if isinstance(value, types.FunctionType):
+        inner = _fingerprint(value, depth - 1, seen)
+        return None if inner is None else ("fn", value, inner)
+    return None
+
+
+def _fingerprint(fn: object, depth: int, seen: set[int]) -> tuple[Any, ...] | None:
+    target = getattr(fn, "__wrapped__", fn)
+    if not isinstance(target, types.FunctionType) or depth <= 0:
+        return None
+    if id(target) in seen:
+        return ("recursive", id(target))
+    seen.add(id(target))
+    parts: list[Any] = [target.__code__]
+    for value in (*(target.__defaults__ or ()), *(target.__kwdefaults__ or {}).values()):
+        part = _stable(value, depth, seen)
+        if part is None:
+            return None
+        parts.append(part)
+    for cell in target.__closure__ or ():
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell
+            parts.append("empty")
+            continue
+        part = _stable(content, depth, seen)
+        if part is None:
+            return None
+        parts.append(part)
+    builtins_ns = target.__globals__.get("__builtins__")
+    for name in sorted(_code_names(target.__code__)):
+        if name in target.__globals__:
+            part = _stable(target.__globals__[name], depth, seen)
+            if part is None:
+                return None
+            parts.append((name, part))
+        elif builtins_ns is None:
+            return None
+    if target.__dict__:
+        return None  # attributes set on the function travel with it and may change
+    return tuple(parts)
 
 
 @functools.cache
