@@ -59,7 +59,8 @@ def test_cloud_bootstrap_arms_the_ttl_before_anything_else() -> None:
     script = Image(apt=["ffmpeg"], pip=["six"]).bootstrap(ttl=600)
     ttl_at, apt_at, deps_at = script.index("shutdown -h +10"), script.index("apt-get install"), script.index("uv")
     assert ttl_at < apt_at < deps_at
-    assert 'exec "$PY" -m skyward.agent' in script
+    agent_at = script.index('"$PY" -m skyward.agent')
+    assert agent_at < script.index("shutdown -h now")  # a cloud node ends when its agent does
 
 
 def test_local_bootstrap_never_shuts_down_or_installs_system_packages() -> None:

@@ -63,10 +63,15 @@ fi"""
 def _uv(ctx: BootstrapContext) -> str:
     if ctx.uv:
         return f'UV={_q(ctx.uv)}\n[ -x "$UV" ] || fail "uv not found at $UV"'
+    # Stock Ubuntu cloud images have python3 but not python3-venv (no ensurepip), so
+    # "python3 -m venv" fails there: fall back to uv's standalone installer.
     return """if command -v uv >/dev/null 2>&1; then UV=$(command -v uv)
 elif [ -x "$SKYWARD_HOME/tools/bin/uv" ]; then UV="$SKYWARD_HOME/tools/bin/uv"
+elif python3 -m venv "$SKYWARD_HOME/tools" >/dev/null 2>&1; then
+  "$SKYWARD_HOME/tools/bin/pip" install -q uv
+  UV="$SKYWARD_HOME/tools/bin/uv"
 else
-  python3 -m venv "$SKYWARD_HOME/tools" && "$SKYWARD_HOME/tools/bin/pip" install -q uv
+  curl -LsSf https://astral.sh/uv/install.sh | env UV_UNMANAGED_INSTALL="$SKYWARD_HOME/tools/bin" sh
   UV="$SKYWARD_HOME/tools/bin/uv"
 fi"""
 
@@ -137,6 +142,9 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         "set -euo pipefail",
         "umask 077",
         'fail() { echo "skyward bootstrap: $*" >&2; exit 3; }',
+        # cloud-init runs user-data without HOME; with "set -u" a bare $HOME would abort
+        'export HOME="${HOME:-$(getent passwd "$(id -un)" | cut -d: -f6)}"',
+        'export HOME="${HOME:-/root}"',
         f'SKYWARD_HOME="${{SKYWARD_HOME:-{home}}}"',
         'mkdir -p "$SKYWARD_HOME"',
         _section("ttl", _ttl(ttl, ctx)),
@@ -150,7 +158,17 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
     if not ctx.start_agent:
         parts.append('\necho "skyward bootstrap: environment ready at $PY"')
         return "\n".join(parts) + "\n"
-    parts.append(_section("server", f'{_check(image)}\n{env_lines}\n{agent_env}\nexec "$PY" -m skyward.agent'))
+    if ctx.local:
+        run_agent = 'exec "$PY" -m skyward.agent'
+    else:
+        # A cloud node has no purpose once its agent is gone (pool closed, TTL passed, or
+        # the client silent past its grace period): end the machine now rather than at the
+        # TTL. Providers whose shut-down machines still bill delete them (see their reapers).
+        run_agent = (
+            '"$PY" -m skyward.agent || echo "skyward bootstrap: the agent exited with status $?" >&2\n'
+            'shutdown -h now "skyward: the agent exited" >/dev/null 2>&1 || poweroff'
+        )
+    parts.append(_section("server", f"{_check(image)}\n{env_lines}\n{agent_env}\n{run_agent}"))
     return "\n".join(parts) + "\n"
 
 

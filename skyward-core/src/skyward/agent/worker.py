@@ -27,6 +27,7 @@ from skyward.transport import security, serialize, wire
 
 FN_CACHE_SIZE = 64
 _RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow ones at once
+_CLUSTER_WAIT_SECONDS = 30.0  # the pool sends it right after connecting
 
 
 def _die_with_parent() -> None:
@@ -96,6 +97,10 @@ class Worker:
     def __init__(self, config: dict[str, Any]) -> None:
         self.info = InstanceInfo(**config["info"])
         set_instance_info(self.info)
+        # Tasks come straight from the client, cluster info through the supervisor: the
+        # first task can overtake it. Tasks wait for it (see serve), or a distributed
+        # backend would read head_port=0 and the real cluster's size too late.
+        self.cluster_known = False
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.control = self.context.socket(zmq.DEALER)
         self.control.setsockopt(zmq.IDENTITY, f"w{self.info.worker}".encode())
@@ -132,7 +137,27 @@ class Worker:
             if self.control in ready and not self._on_control():
                 return
             if self.tasks in ready:
+                if not self.cluster_known and not self._await_cluster():
+                    return
                 self._on_tasks()
+
+    def _await_cluster(self) -> bool:
+        """Handle control messages until the cluster info has arrived; False on STOP."""
+        deadline = time.monotonic() + _CLUSTER_WAIT_SECONDS
+        while not self.cluster_known:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                print(
+                    f"skyward worker: no cluster information after {_CLUSTER_WAIT_SECONDS:g} s; "
+                    "running tasks with the start-up values",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self.cluster_known = True
+                break
+            if self.control.poll(remaining_ms) and not self._on_control():
+                return False
+        return True
 
     def _on_control(self) -> bool:
         frames = self.control.recv_multipart()
@@ -141,6 +166,7 @@ class Worker:
         if frames[0] == wire.CLUSTER:
             self.info = dataclasses.replace(self.info, **wire.decode_json(frames[1]))
             set_instance_info(self.info)
+            self.cluster_known = True
         return True
 
     def _on_tasks(self) -> None:

@@ -190,7 +190,22 @@ def _fingerprint(fn: object, depth: int, seen: set[int]) -> tuple[Any, ...] | No
 
 @functools.cache
 def _installed_top_level_names() -> frozenset[str]:
-    return frozenset(metadata.packages_distributions())
+    """Top-level packages the nodes can import by name. ``packages_distributions`` misses
+    editable installs (their RECORD lists a .pth file, not the package), so skyward and
+    its plugins, which every node installs (``client_requirements``), are added from
+    the entry-point group: installed editable from a checkout, they would otherwise look
+    like the user's own code and be pickled by value, module globals (locks) and all."""
+    names = set(metadata.packages_distributions())
+    names.add("skyward")
+    for entry_point in metadata.entry_points(group="skyward"):
+        names.add(entry_point.value.split(":", 1)[0].split(".", 1)[0])
+    return frozenset(names)
+
+
+def is_user_module(name: str) -> bool:
+    """Public alias of the rule below, for plugins that pickle nested user code
+    themselves (skyward-sklearn pickles joblib batches)."""
+    return _is_user_module(name)
 
 
 @functools.cache

@@ -86,6 +86,17 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
     return bytes(data)
 
 
+def _parse_table(line: bytes, world_size: int) -> list[Peer]:
+    try:
+        table = json.loads(line)
+        peers = [Peer(int(p["rank"]), str(p["addr"]), dict(p["record"])) for p in table]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RendezvousError(f"rank 0 answered with a malformed table: {exc}") from exc
+    if [p.rank for p in peers] != list(range(world_size)):
+        raise RendezvousError(f"rank 0 answered with ranks {[p.rank for p in peers]}, expected 0..{world_size - 1}")
+    return peers
+
+
 def _listen(head_addr: str, head_port: int) -> socket.socket:
     server = socket.socket(socket.AF_INET6 if ":" in head_addr else socket.AF_INET)
     # the previous call's socket on this port may linger in TIME_WAIT
@@ -179,6 +190,13 @@ def _join(
             time.sleep(_RETRY_SECONDS)
             continue
         with sock:
+            if sock.getsockname() == sock.getpeername():
+                # TCP self-connect: with nobody listening on a port of the ephemeral
+                # range, a retried connect can pick that port as its own source and
+                # connect to itself; it would then read back its own hello
+                last_error = ConnectionRefusedError(f"nobody listens on {head_addr}:{head_port} yet")
+                time.sleep(_RETRY_SECONDS)
+                continue
             try:
                 sock.sendall(_hello(rank, world_size, job_id, record))
                 line = _read_line(sock, deadline)
@@ -190,8 +208,7 @@ def _join(
             # closed without a table: refused (e.g. an earlier call's server); retry
             time.sleep(_RETRY_SECONDS)
             continue
-        table = json.loads(line)
-        return [Peer(int(p["rank"]), str(p["addr"]), p["record"]) for p in table]
+        return _parse_table(line, world_size)
     raise RendezvousError(
         f"rank {rank} could not meet rank 0 at {head_addr}:{head_port} in time"
         + (f" (last error: {last_error})" if last_error else "")
