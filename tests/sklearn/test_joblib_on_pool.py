@@ -1,0 +1,229 @@
+"""joblib's own behaviour, with its batches running on a real Local pool of two nodes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import joblib
+import pytest
+from joblib import Parallel, delayed, parallel_config
+
+import skyward as sky
+from skyward.errors import ConfigurationError, PoolClosedError
+from skyward.transport.client import RemoteTraceback
+from skyward_sklearn.backend import SkywardBackend
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[sky.ComputePool]:
+    with sky.ComputePool(nodes=2, display="quiet", timeout=600) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def worker_pids(pool: sky.ComputePool) -> set[int]:
+    return set(sky.compute(os.getpid)() @ pool)
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+def pid_of(_: int) -> int:
+    return os.getpid()
+
+
+def fail_at(x: int, bad: int) -> int:
+    if x == bad:
+        raise ValueError(f"task {x} refused")
+    return x
+
+
+def mark_then_sleep(x: int, folder: str, bad: int, seconds: float) -> int:
+    Path(folder, str(x)).touch()
+    if x == bad:
+        raise KeyError(f"task {x} failed")
+    time.sleep(seconds)
+    return x
+
+
+def nested(x: int) -> tuple[int, list[int], str]:
+    inner = Parallel(n_jobs=2)(delayed(pid_of)(i) for i in range(4))
+    backend, _ = joblib.parallel.get_active_backend()
+    return os.getpid(), inner, type(backend).__name__
+
+
+def test_n_jobs_minus_one_is_every_slot_of_the_pool(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        assert joblib.effective_n_jobs(-1) == pool.spec.total_workers == 2
+        assert joblib.effective_n_jobs(-2) == 1
+        assert joblib.effective_n_jobs(64) == 2
+
+
+def test_results_come_back_in_order_from_the_workers(pool: sky.ComputePool, worker_pids: set[int]) -> None:
+    with sky.integrations.joblib_backend(pool):
+        assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(200)) == [2 * i for i in range(200)]
+        pids = Parallel(n_jobs=-1, batch_size=1)(delayed(pid_of)(i) for i in range(40))
+    assert set(pids) <= worker_pids
+    assert os.getpid() not in pids
+
+
+def test_parallel_with_n_jobs_none_uses_the_pool(pool: sky.ComputePool, worker_pids: set[int]) -> None:
+    with sky.integrations.joblib_backend(pool):
+        assert set(Parallel()(delayed(pid_of)(i) for i in range(8))) <= worker_pids
+
+
+def test_n_jobs_one_runs_here_as_with_every_joblib_backend(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        assert Parallel(n_jobs=1)(delayed(pid_of)(i) for i in range(3)) == [os.getpid()] * 3
+
+
+def test_the_backend_is_registered_under_skyward(pool: sky.ComputePool, worker_pids: set[int]) -> None:
+    with sky.integrations.joblib_backend(pool):
+        assert "skyward" in joblib.parallel.BACKENDS
+        parallel = Parallel(backend="skyward", n_jobs=-1)
+        assert isinstance(parallel._backend, SkywardBackend) and parallel._backend.pool is pool
+        assert set(parallel(delayed(pid_of)(i) for i in range(4))) <= worker_pids
+        with parallel_config(backend="skyward"):  # the name alone finds the pool of the block
+            assert set(Parallel(n_jobs=2)(delayed(pid_of)(i) for i in range(4))) <= worker_pids
+    with pytest.raises(ConfigurationError, match="has no pool"):
+        Parallel(backend="skyward")
+
+
+def test_generator_output(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        ordered = Parallel(n_jobs=-1, return_as="generator")(delayed(double)(i) for i in range(50))
+        assert not isinstance(ordered, list)
+        assert list(ordered) == [2 * i for i in range(50)]
+        unordered = Parallel(n_jobs=-1, return_as="generator_unordered")(delayed(double)(i) for i in range(50))
+        assert sorted(unordered) == [2 * i for i in range(50)]
+
+
+def test_an_exception_in_one_task_surfaces_as_itself(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        with pytest.raises(ValueError, match="task 7 refused") as raised:
+            Parallel(n_jobs=-1)(delayed(fail_at)(i, 7) for i in range(20))
+    cause = raised.value.__cause__
+    assert isinstance(cause, RemoteTraceback)
+    assert "fail_at" in cause.tb  # the worker's traceback, as loky attaches its own
+
+
+def test_an_error_stops_the_rest_early_and_the_pool_keeps_serving(pool: sky.ComputePool, tmp_path: Path) -> None:
+    total = 80
+    with sky.integrations.joblib_backend(pool):
+        with pytest.raises(KeyError, match="task 3 failed"):
+            Parallel(n_jobs=-1, batch_size=1)(delayed(mark_then_sleep)(i, str(tmp_path), 3, 0.05) for i in range(total))
+        time.sleep(0.5)  # whatever was already on a worker finishes
+        started = len(list(tmp_path.iterdir()))
+        assert started < total / 2, f"{started} of {total} tasks ran after the failure"
+        assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(10)) == [2 * i for i in range(10)]
+
+
+def test_dropping_a_generator_cancels_what_is_left(pool: sky.ComputePool, tmp_path: Path) -> None:
+    total = 80
+    with sky.integrations.joblib_backend(pool):
+        output = Parallel(n_jobs=-1, batch_size=1, return_as="generator")(
+            delayed(mark_then_sleep)(i, str(tmp_path), -1, 0.05) for i in range(total)
+        )
+        assert [next(output) for _ in range(3)] == [0, 1, 2]
+        with pytest.warns(UserWarning, match="tasks have been successfully executed|not been executed"):
+            output.close()  # what `break` out of a for loop does
+        time.sleep(0.5)
+        assert len(list(tmp_path.iterdir())) < total / 2
+        assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(4)) == [0, 2, 4, 6]
+
+
+def test_ten_thousand_small_tasks_complete(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        started = time.monotonic()
+        results = Parallel(n_jobs=-1)(delayed(double)(i) for i in range(10_000))
+        elapsed = time.monotonic() - started
+    assert results == [2 * i for i in range(10_000)]
+    assert elapsed < 60
+
+
+def test_nested_parallel_runs_on_the_worker_in_threads(pool: sky.ComputePool, worker_pids: set[int]) -> None:
+    with sky.integrations.joblib_backend(pool):
+        results = Parallel(n_jobs=-1, batch_size=1)(delayed(nested)(i) for i in range(4))
+    for pid, inner, backend in results:
+        assert pid in worker_pids
+        assert inner == [pid] * 4  # threads of that same worker process
+        assert backend == "ThreadingBackend"
+
+
+def test_sharedmem_requirements_fall_back_to_local_threads(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        assert Parallel(n_jobs=2, require="sharedmem")(delayed(pid_of)(i) for i in range(3)) == [os.getpid()] * 3
+
+
+def test_an_argument_that_cannot_be_pickled_is_named(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        with pytest.raises(pickle.PicklingError, match=r"could not pickle the task.*lock"):
+            Parallel(n_jobs=-1)(delayed(id)(threading.Lock()) for _ in range(2))
+        assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(3)) == [0, 2, 4]
+
+
+def test_the_backend_needs_an_open_pool() -> None:
+    closed = sky.ComputePool(display="quiet")
+    with pytest.raises(PoolClosedError, match="not active"):
+        with sky.integrations.joblib_backend(closed):
+            pass
+    with pytest.raises(ConfigurationError, match=r"takes a skyward\.ComputePool"):
+        with sky.integrations.joblib_backend("not a pool"):  # type: ignore[arg-type]
+            pass
+
+
+@pytest.mark.parametrize("n_jobs", [0, 1.5, True, "all"])
+def test_bad_n_jobs_is_refused(pool: sky.ComputePool, n_jobs: object) -> None:
+    with pytest.raises(ConfigurationError, match="n_jobs"):
+        with sky.integrations.joblib_backend(pool, n_jobs=n_jobs):  # type: ignore[arg-type]
+            pass
+
+
+def test_a_one_slot_pool_still_runs_the_work_there() -> None:
+    with sky.ComputePool(nodes=1, display="quiet") as one, sky.integrations.joblib_backend(one):
+        pids = Parallel(n_jobs=-1)(delayed(pid_of)(i) for i in range(6))
+        assert os.getpid() not in pids
+
+
+def sleep_for(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def blas_threads(data: object) -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_a_timeout_surfaces_as_joblib_raises_it(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool):
+        started = time.monotonic()
+        with pytest.raises(multiprocessing.TimeoutError):  # what joblib raises with loky too
+            Parallel(n_jobs=-1, timeout=0.3)(delayed(sleep_for)(s) for s in (0.01, 2.0, 0.01))
+        assert time.monotonic() - started < 1.5
+        assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(3)) == [0, 2, 4]
+
+
+def test_blas_threads_are_limited_to_the_cpus_per_slot(pool: sky.ComputePool) -> None:
+    import numpy as np
+
+    from skyward_sklearn.payload import THREAD_VARS, _cpu_count
+
+    if any(var in os.environ for var in THREAD_VARS):
+        pytest.skip("this environment sets its own thread limits, which the workers respect")
+    data = np.ones(4)  # loads numpy, and its BLAS, before the batch starts
+    with sky.integrations.joblib_backend(pool):
+        seen = Parallel(n_jobs=-1)(delayed(blas_threads)(data) for _ in range(2))
+    expected = max(1, _cpu_count() // pool.spec.total_workers)
+    assert seen and all(counts and set(counts) == {expected} for counts in seen)
+    with sky.integrations.joblib_backend(pool, inner_max_num_threads=3):
+        explicit = Parallel(n_jobs=-1)(delayed(blas_threads)(data) for _ in range(2))
+    assert all(set(counts) == {3} for counts in explicit)
