@@ -1,3 +1,24 @@
 """Hook implementations of skyward-digitalocean, loaded through the ``skyward`` entry-point group."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from skyward.plugins.contributions import ProviderPlugin
+from skyward.plugins.hookspecs import hookimpl
+
+
+@hookimpl
+def skyward_providers() -> Sequence[ProviderPlugin]:
+    from skyward_digitalocean.config import DigitalOcean
+    from skyward_digitalocean.driver import DigitalOceanDriver
+
+    return [ProviderPlugin(name="digitalocean", config_type=DigitalOcean, create_driver=DigitalOceanDriver)]
+
+
+@hookimpl
+def skyward_exports() -> Mapping[str, object]:
+    """``skyward.DigitalOcean``."""
+    from skyward_digitalocean.config import DigitalOcean
+
+    return {"DigitalOcean": DigitalOcean}

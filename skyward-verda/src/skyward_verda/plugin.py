@@ -1,3 +1,24 @@
 """Hook implementations of skyward-verda, loaded through the ``skyward`` entry-point group."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from skyward.plugins.contributions import ProviderPlugin
+from skyward.plugins.hookspecs import hookimpl
+
+
+@hookimpl
+def skyward_providers() -> Sequence[ProviderPlugin]:
+    from skyward_verda.config import Verda
+    from skyward_verda.driver import VerdaDriver
+
+    return [ProviderPlugin(name="verda", config_type=Verda, create_driver=VerdaDriver)]
+
+
+@hookimpl
+def skyward_exports() -> Mapping[str, object]:
+    """``skyward.Verda``."""
+    from skyward_verda.config import Verda
+
+    return {"Verda": Verda}

@@ -1,0 +1,275 @@
+"""The DigitalOcean API calls the provider makes, through pydo.
+
+One thin method per call, each with the retry rules of :mod:`skyward_digitalocean.retry`
+and errors turned into :class:`DigitalOceanAPIError` carrying DO's own ``id`` and
+``message``. pydo's own retry policy is switched off: it would repeat a droplet-creating
+POST after a 500 (a second billed droplet) and would not repeat it after a 429.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from skyward.errors import ConfigurationError, ProvisioningError
+from skyward_digitalocean.config import DigitalOcean
+from skyward_digitalocean.retry import Backoff, Failure, call_with_retry
+
+T = TypeVar("T")
+JSON = dict[str, Any]
+PAGE_SIZE = 200
+
+
+class DigitalOceanAPIError(ProvisioningError):
+    """A DigitalOcean API call failed; ``status``, ``error_id`` and ``body`` are DO's."""
+
+    def __init__(self, action: str, status: int | None, error_id: str, message: str, body: Mapping[str, Any]) -> None:
+        self.action = action
+        self.status = status
+        self.error_id = error_id
+        self.api_message = message
+        self.body = dict(body)
+        code = f"HTTP {status}" if status is not None else "no response"
+        super().__init__(f"DigitalOcean API: {action} failed ({code}, {error_id or 'error'}): {message}")
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _auth_policy_for_plain_http(token: str) -> Any:
+    """azure-core's bearer policy refuses a token over plain http; its per-request
+    ``enforce_https`` option is the supported way to allow it. We set it only for a
+    loopback endpoint (a test double), so a token never travels unencrypted off-host."""
+    from azure.core.pipeline.policies import BearerTokenCredentialPolicy
+    from pydo._patch import TokenCredentials
+
+    class LoopbackBearerPolicy(BearerTokenCredentialPolicy):  # type: ignore[misc,type-arg]
+        def on_request(self, request: Any) -> None:
+            request.context.options["enforce_https"] = False
+            super().on_request(request)
+
+    return LoopbackBearerPolicy(TokenCredentials(token), "https://api.digitalocean.com")
+
+
+def make_client(config: DigitalOcean, token: str) -> Any:
+    """A pydo Client for ``config.api_url``."""
+    import pydo
+
+    url = urlsplit(config.api_url)
+    kwargs: dict[str, Any] = {}
+    if url.scheme == "http":
+        if not _is_loopback(url.hostname):
+            raise ConfigurationError(
+                f"DigitalOcean(api_url={config.api_url!r}): plain http would send the API token unencrypted; "
+                "use https (plain http is allowed only on a loopback address, for test doubles)"
+            )
+        kwargs["authentication_policy"] = _auth_policy_for_plain_http(token)
+    return pydo.Client(
+        token,
+        endpoint=config.api_url.rstrip("/"),
+        retry_total=0,
+        connection_timeout=min(10.0, config.api_timeout),
+        read_timeout=config.api_timeout,
+        **kwargs,
+    )
+
+
+def _body_of(response: Any) -> dict[str, Any]:
+    if response is None:
+        return {}
+    try:
+        text = response.text()
+    except Exception:
+        return {}
+    try:
+        parsed = json.loads(text) if text else {}
+    except ValueError:
+        return {"message": text[:500]}
+    return parsed if isinstance(parsed, dict) else {"message": str(parsed)[:500]}
+
+
+def classify(exc: BaseException) -> Failure | None:
+    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+
+    if isinstance(exc, _StatusError):
+        return Failure(status=exc.status, sent=True, headers=exc.headers)
+    if isinstance(exc, HttpResponseError) and exc.status_code is not None:
+        headers = dict(getattr(exc.response, "headers", None) or {})
+        return Failure(status=int(exc.status_code), sent=True, headers=headers)
+    if isinstance(exc, ServiceRequestError):
+        return Failure(status=None, sent=False, headers={})
+    if isinstance(exc, ServiceResponseError):
+        return Failure(status=None, sent=True, headers={})
+    return None
+
+
+class _StatusError(Exception):
+    """A status pydo returned instead of raising (it treats some 4xx as results)."""
+
+    def __init__(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = dict(body)
+        self.headers = dict(headers)
+
+
+class DigitalOceanAPI:
+    """The calls the driver and the reaper make. Every method blocks and retries."""
+
+    def __init__(self, client: Any, backoff: Backoff, sleep: Callable[[float], None] | None = None) -> None:
+        import time
+
+        self._client = client
+        self._backoff = backoff
+        self._sleep = sleep or time.sleep
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _call(self, action: str, method: str, op: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[int, JSON]:
+        """Run one pydo operation; returns (status, body). Raises DigitalOceanAPIError
+        for any status >= 400 that is not in ``ok`` after retries."""
+        from azure.core.exceptions import AzureError, HttpResponseError
+
+        def once() -> tuple[int, JSON]:
+            captured: dict[str, Any] = {}
+
+            def keep(pipeline_response: Any, deserialized: Any, headers: Any) -> Any:
+                captured["status"] = pipeline_response.http_response.status_code
+                captured["headers"] = dict(pipeline_response.http_response.headers)
+                return deserialized
+
+            body = op(*args, cls=keep, **kwargs)
+            status = int(captured.get("status", 200))
+            body = body if isinstance(body, dict) else {}
+            if status >= 400:
+                raise _StatusError(status, body, captured.get("headers", {}))
+            return status, body
+
+        try:
+            return call_with_retry(once, method=method, classify=classify, backoff=self._backoff, sleep=self._sleep)
+        except _StatusError as exc:
+            raise self._error(action, exc.status, exc.body)
+        except HttpResponseError as exc:
+            raise self._error(action, exc.status_code, _body_of(exc.response), fallback=str(exc.message))
+        except AzureError as exc:
+            raise DigitalOceanAPIError(action, None, "unreachable", f"{type(exc).__name__}: {exc}", {})
+
+    @staticmethod
+    def _error(action: str, status: int | None, body: Mapping[str, Any], fallback: str = "") -> DigitalOceanAPIError:
+        error_id = str(body.get("id") or "")
+        message = str(body.get("message") or fallback or "no message")
+        return DigitalOceanAPIError(action, status, error_id, message, body)
+
+    def _pages(self, action: str, op: Callable[..., Any], key: str, **kwargs: Any) -> Iterator[JSON]:
+        page = 1
+        while True:
+            _, body = self._call(action, "GET", op, per_page=PAGE_SIZE, page=page, **kwargs)
+            items = body.get(key) or []
+            yield from items
+            pages = (body.get("links") or {}).get("pages") or {}
+            if not items or not pages.get("next"):
+                return
+            page += 1
+
+    # -- sizes ------------------------------------------------------------------------
+
+    def sizes(self) -> list[JSON]:
+        return list(self._pages("list sizes", self._client.sizes.list, "sizes"))
+
+    # -- tags, firewalls, keys --------------------------------------------------------
+
+    def create_tag(self, name: str) -> None:
+        self._call(f"create tag {name}", "POST", self._client.tags.create, body={"name": name})
+
+    def tags(self) -> list[JSON]:
+        return list(self._pages("list tags", self._client.tags.list, "tags"))
+
+    def delete_tag(self, name: str) -> None:
+        self._call_gone_ok(f"delete tag {name}", self._client.tags.delete, tag_id=name)
+
+    def create_firewall(self, body: JSON) -> JSON:
+        _, response = self._call(
+            f"create firewall {body.get('name')}", "POST", self._client.firewalls.create, body=body
+        )
+        firewall = response.get("firewall")
+        if not isinstance(firewall, dict):
+            raise self._error("create firewall", 200, response, "the response holds no firewall")
+        return firewall
+
+    def firewalls(self) -> list[JSON]:
+        return list(self._pages("list firewalls", self._client.firewalls.list, "firewalls"))
+
+    def delete_firewall(self, firewall_id: str) -> None:
+        self._call_gone_ok(f"delete firewall {firewall_id}", self._client.firewalls.delete, firewall_id=firewall_id)
+
+    def create_ssh_key(self, name: str, public_key: str) -> JSON:
+        _, response = self._call(
+            f"create SSH key {name}",
+            "POST",
+            self._client.ssh_keys.create,
+            body={"name": name, "public_key": public_key},
+        )
+        key = response.get("ssh_key")
+        if not isinstance(key, dict):
+            raise self._error("create SSH key", 200, response, "the response holds no ssh_key")
+        return key
+
+    def ssh_keys(self) -> list[JSON]:
+        return list(self._pages("list SSH keys", self._client.ssh_keys.list, "ssh_keys"))
+
+    def delete_ssh_key(self, key_id: int | str) -> None:
+        self._call_gone_ok(f"delete SSH key {key_id}", self._client.ssh_keys.delete, ssh_key_identifier=key_id)
+
+    # -- droplets ----------------------------------------------------------------------
+
+    def create_droplet(self, body: JSON) -> JSON:
+        _, response = self._call(f"create droplet {body.get('name')}", "POST", self._client.droplets.create, body=body)
+        droplet = response.get("droplet")
+        if not isinstance(droplet, dict):
+            raise self._error("create droplet", 202, response, "the response holds no droplet")
+        return droplet
+
+    def droplet(self, droplet_id: int) -> JSON | None:
+        """The droplet, or None once it no longer exists."""
+        try:
+            _, response = self._call(
+                f"get droplet {droplet_id}", "GET", self._client.droplets.get, droplet_id=droplet_id
+            )
+        except DigitalOceanAPIError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        droplet = response.get("droplet")
+        return droplet if isinstance(droplet, dict) else None
+
+    def droplets_tagged(self, tag: str) -> list[JSON]:
+        return list(self._pages(f"list droplets tagged {tag}", self._client.droplets.list, "droplets", tag_name=tag))
+
+    def gpu_droplets(self) -> list[JSON]:
+        """GPU droplets: the plain listing leaves them out unless asked with type=gpus."""
+        return list(self._pages("list GPU droplets", self._client.droplets.list, "droplets", type="gpus"))
+
+    def delete_droplet(self, droplet_id: int) -> None:
+        self._call_gone_ok(f"delete droplet {droplet_id}", self._client.droplets.destroy, droplet_id=droplet_id)
+
+    def delete_droplets_tagged(self, tag: str) -> None:
+        self._call_gone_ok(f"delete droplets tagged {tag}", self._client.droplets.destroy_by_tag, tag_name=tag)
+
+    def _call_gone_ok(self, action: str, op: Callable[..., Any], **kwargs: Any) -> None:
+        """A DELETE whose target being gone already (404) counts as done."""
+        try:
+            self._call(action, "DELETE", op, **kwargs)
+        except DigitalOceanAPIError as exc:
+            if exc.status != 404:
+                raise

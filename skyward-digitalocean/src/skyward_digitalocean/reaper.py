@@ -1,0 +1,164 @@
+"""Deleting what earlier pools left behind, because a powered-off droplet still bills.
+
+Why this exists: a node ends itself when its pool's TTL passes or its client has been
+gone too long, but on DigitalOcean it can only *power off*: deleting a droplet takes an
+API token, and the token must never reach a droplet (user-data is readable by anything on
+the node, and DO has no token scoped to one droplet). DigitalOcean also has no
+"delete on shutdown" or auto-destroy setting for droplets. So a powered-off node keeps
+billing until something holding the token deletes it.
+
+What deletes it, and what each path guarantees:
+
+* the pool itself, while its client lives: ``close()``, the pool's own timeout and any
+  failure delete every droplet (not stop: delete), then sweep by the pool's tag;
+* this reaper, on every later pool start from any client with the same account
+  (``DigitalOcean(reap=True)``, the default): skyward droplets that are powered off,
+  or whose pool's expiry tag has passed, are deleted; so are the firewall, SSH key and
+  tag of a pool once its expiry has passed and none of its droplets is left;
+* ``python -m skyward_digitalocean.reaper`` (or :func:`reap`), for a cron job or CI
+  schedule: the same, without starting a pool.
+
+What it does not guarantee: if the client dies and no pool is started again and no
+scheduled reaper runs, a powered-off droplet bills until someone deletes it (its tags
+``skyward`` and ``skyward-pool:<id>:<expiry>`` make it easy to find:
+``doctl compute droplet delete --tag-name skyward-pool:...``). A server-side reaper
+(a scheduled DigitalOcean Function holding a token) would close that gap; it is not
+built here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
+from skyward_digitalocean.config import DigitalOcean, token_from_env
+from skyward_digitalocean.naming import (
+    COMMON_TAG,
+    DropletView,
+    droplets_to_reap,
+    expired_marks,
+    parse_pool_tag,
+    pool_mark,
+)
+from skyward_digitalocean.retry import Backoff
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    droplets: tuple[tuple[int, str, str], ...]  # (id, name, reason)
+    firewalls: tuple[str, ...]
+    ssh_keys: tuple[str, ...]
+    tags: tuple[str, ...]
+    failures: tuple[str, ...]
+
+
+def _view(droplet: dict[str, Any]) -> DropletView:
+    return DropletView(
+        id=int(droplet["id"]),
+        name=str(droplet.get("name", "")),
+        status=str(droplet.get("status", "")),
+        tags=tuple(str(t) for t in droplet.get("tags") or ()),
+    )
+
+
+def skyward_droplets(api: DigitalOceanAPI) -> list[DropletView]:
+    """Every droplet with the ``skyward`` tag. GPU droplets are listed on their own too,
+    in case the tag listing leaves them out as the plain listing does."""
+    seen: dict[int, DropletView] = {}
+    for droplet in api.droplets_tagged(COMMON_TAG):
+        seen[int(droplet["id"])] = _view(droplet)
+    for droplet in api.gpu_droplets():
+        view = _view(droplet)
+        if COMMON_TAG in view.tags:
+            seen.setdefault(view.id, view)
+    return list(seen.values())
+
+
+def reap_with(
+    api: DigitalOceanAPI,
+    now: float | None = None,
+    own_pool: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Reaped:
+    """Delete leftovers through ``api``; never raises for one failed deletion (it is
+    reported in ``failures`` and tried again next time)."""
+    now = time.time() if now is None else now
+    say = log or (lambda _m: None)
+    droplets = skyward_droplets(api)
+    doomed = droplets_to_reap(droplets, now, own_pool)
+    deleted: list[tuple[int, str, str]] = []
+    failures: list[str] = []
+    for item in doomed:
+        try:
+            api.delete_droplet(item.droplet.id)
+        except DigitalOceanAPIError as exc:
+            failures.append(f"droplet {item.droplet.id} ({item.droplet.name}): {exc}")
+            continue
+        deleted.append((item.droplet.id, item.droplet.name, item.reason))
+        say(f"deleted droplet {item.droplet.name} ({item.droplet.id}): {item.reason}")
+    # A firewall or key is reaped only once its pool has no droplet left.
+    deleted_ids = {droplet_id for droplet_id, _, _ in deleted}
+    live_pools: set[str] = set()
+    for droplet in droplets:
+        mark = pool_mark(droplet.tags)
+        if mark is not None and droplet.id not in deleted_ids:
+            live_pools.add(mark.pool_id)
+    if own_pool is not None:
+        live_pools.add(own_pool)
+    firewalls: list[str] = []
+    for firewall in api.firewalls():
+        name = str(firewall.get("name", ""))
+        if expired_marks([name], now, live_pools):
+            try:
+                api.delete_firewall(str(firewall["id"]))
+                firewalls.append(name)
+            except DigitalOceanAPIError as exc:
+                failures.append(f"firewall {name}: {exc}")
+    keys: list[str] = []
+    for key in api.ssh_keys():
+        name = str(key.get("name", ""))
+        if expired_marks([name], now, live_pools):
+            try:
+                api.delete_ssh_key(key["id"])
+                keys.append(name)
+            except DigitalOceanAPIError as exc:
+                failures.append(f"SSH key {name}: {exc}")
+    tags: list[str] = []
+    for tag in api.tags():
+        name = str(tag.get("name", ""))
+        mark = parse_pool_tag(name)
+        if mark is not None and now > mark.expires and mark.pool_id not in live_pools:
+            try:
+                api.delete_tag(name)
+                tags.append(name)
+            except DigitalOceanAPIError as exc:
+                failures.append(f"tag {name}: {exc}")
+    return Reaped(tuple(deleted), tuple(firewalls), tuple(keys), tuple(tags), tuple(failures))
+
+
+def reap(config: DigitalOcean | None = None, now: float | None = None) -> Reaped:
+    """Delete leftovers of earlier skyward pools in the account of ``DIGITALOCEAN_TOKEN``."""
+    config = config or DigitalOcean()
+    api = DigitalOceanAPI(
+        make_client(config, token_from_env()), Backoff(attempts=config.api_retries, base=config.api_backoff)
+    )
+    return reap_with(api, now=now, log=lambda m: print(m, file=sys.stderr))
+
+
+def main() -> int:
+    result = reap()
+    for failure in result.failures:
+        print(f"could not delete {failure}", file=sys.stderr)
+    print(
+        f"skyward reaper: deleted {len(result.droplets)} droplet(s), {len(result.firewalls)} firewall(s), "
+        f"{len(result.ssh_keys)} SSH key(s), {len(result.tags)} tag(s); {len(result.failures)} failure(s)"
+    )
+    return 1 if result.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The client's public address, the only source a node's firewall admits on the agent port.
+
+Given (``Verda(client_address=...)``) or discovered by asking a "what is my address"
+URL once per pool. Never a wildcard: an address that would open the port to
+everyone (0.0.0.0, a multicast or reserved address) is refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.request
+
+from skyward.errors import ConfigurationError, ProvisioningError
+
+
+def parse_client_address(value: str, what: str) -> ipaddress.IPv4Address:
+    """``value`` as one IPv4 host address; a ConfigurationError naming ``what`` otherwise.
+
+    IPv4 only: nodes are reached at their public IPv4 address, so the client's traffic to
+    them leaves from its IPv4 address.
+    """
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
+    if not isinstance(address, ipaddress.IPv4Address):
+        raise ConfigurationError(
+            f"{what}: {value!r} is an IPv6 address; nodes are reached over IPv4, give the client's public IPv4 address"
+        )
+    if address.is_unspecified or address.is_multicast or address.is_reserved or address.is_link_local:
+        raise ConfigurationError(
+            f"{what}: {value!r} cannot be a client address (it would not limit who reaches the agent port); "
+            "give the client's public IPv4 address"
+        )
+    return address
+
+
+def discover_client_address(url: str, timeout: float) -> ipaddress.IPv4Address:
+    """Ask ``url`` (which answers with the caller's address as plain text)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s): checked by the config
+            body = response.read(256).decode("ascii", errors="replace")
+    except OSError as exc:
+        raise ProvisioningError(
+            f"could not discover this client's public address from {url} ({exc}); "
+            "pass it explicitly, e.g. Verda(client_address='203.0.113.7')"
+        )
+    try:
+        return parse_client_address(body, f"the address {url} returned")
+    except ConfigurationError as exc:
+        raise ProvisioningError(f"{exc}; pass client_address=... explicitly")
+
+
+def firewall_source(address: ipaddress.IPv4Address) -> str:
+    """The CIDR a firewall rule admits: exactly this one host."""
+    return f"{address}/32"

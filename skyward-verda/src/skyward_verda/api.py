@@ -1,0 +1,355 @@
+"""The Verda public API calls the provider makes, over requests.
+
+Authentication is OAuth 2.0 client credentials (``POST /oauth2/token``). The access
+token is refreshed before it expires (with the refresh token, or the client credentials
+again when that is refused) and once more if the API answers 401 anyway (a token revoked
+or expired early). Every call follows the retry rules of :mod:`skyward_verda.retry`;
+failures become :class:`VerdaAPIError` with Verda's own ``code`` and ``message``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import requests
+
+from skyward.errors import ConfigurationError, ProvisioningError
+from skyward_verda.config import Verda
+from skyward_verda.retry import Backoff, Failure, call_with_retry
+
+USER_AGENT = "skyward-verda"
+REFRESH_MARGIN = 30.0  # seconds before expiry at which a token is renewed (at most)
+
+
+class VerdaAPIError(ProvisioningError):
+    """A Verda API call failed; ``status``, ``code`` and ``api_message`` are Verda's."""
+
+    def __init__(self, action: str, status: int | None, code: str, message: str) -> None:
+        self.action = action
+        self.status = status
+        self.code = code
+        self.api_message = message
+        where = f"HTTP {status}" if status is not None else "no response"
+        super().__init__(f"Verda API: {action} failed ({where}, {code or 'error'}): {message}")
+
+
+class _HTTPStatusError(Exception):
+    def __init__(self, response: requests.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host in (None, ""):
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return False
+
+
+def check_api_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ConfigurationError(
+            f"Verda(api_url={url!r}): plain http would send the client secret and tokens unencrypted; use https "
+            "(plain http is allowed only on a loopback address, for test doubles)"
+        )
+    return url.rstrip("/")
+
+
+def classify(exc: BaseException) -> Failure | None:
+    if isinstance(exc, _HTTPStatusError):
+        return Failure(status=exc.response.status_code, sent=True, headers=dict(exc.response.headers))
+    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
+        # refused or unreachable: the request never arrived (a ConnectTimeout included)
+        return Failure(status=None, sent=False, headers={})
+    if isinstance(exc, requests.RequestException):
+        return Failure(status=None, sent=True, headers={})
+    return None
+
+
+def _error_of(action: str, response: requests.Response) -> VerdaAPIError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text[:500]}
+    if not isinstance(body, dict):
+        body = {"message": str(body)[:500]}
+    return VerdaAPIError(
+        action, response.status_code, str(body.get("code") or ""), str(body.get("message") or "no message")
+    )
+
+
+class TokenSource:
+    """Access tokens from ``/oauth2/token``, renewed before they expire."""
+
+    def __init__(
+        self,
+        session: requests.Session,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        timeout: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._session = session
+        self._url = f"{base_url}/oauth2/token"
+        self._client_id = client_id
+        self._client_secret = client_secret
+        self._timeout = timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._access: str | None = None
+        self._refresh: str | None = None
+        self._expires_at = 0.0
+        self._lifetime = 0.0
+        self.grants: list[str] = []  # what was asked for, in order (for tests and logs)
+
+    def token(self) -> str:
+        with self._lock:
+            margin = min(REFRESH_MARGIN, self._lifetime / 10)
+            if self._access is None or self._clock() >= self._expires_at - margin:
+                self._renew()
+            assert self._access is not None
+            return self._access
+
+    def invalidate(self, token: str) -> None:
+        """The API refused ``token``: the next ``token()`` gets a new one."""
+        with self._lock:
+            if self._access == token:
+                self._expires_at = 0.0
+
+    def _renew(self) -> None:
+        if self._refresh is not None:
+            response = self._post({"grant_type": "refresh_token", "refresh_token": self._refresh})
+            if response.status_code in (400, 401):
+                self._refresh = None  # expired or revoked: start over with the credentials
+            else:
+                return self._store(response, "refresh_token")
+        response = self._post(
+            {"grant_type": "client_credentials", "client_id": self._client_id, "client_secret": self._client_secret}
+        )
+        if response.status_code in (400, 401):
+            error = _error_of("authenticate", response)
+            raise VerdaAPIError(
+                "authenticate",
+                response.status_code,
+                error.code,
+                f"{error.api_message} (check VERDA_CLIENT_ID and VERDA_CLIENT_SECRET)",
+            )
+        self._store(response, "client_credentials")
+
+    def _post(self, body: Mapping[str, str]) -> requests.Response:
+        def once() -> requests.Response:
+            response = self._session.post(
+                self._url, json=dict(body), timeout=self._timeout, headers={"User-Agent": USER_AGENT}
+            )
+            if response.status_code == 429 or response.status_code >= 500:
+                raise _HTTPStatusError(response)
+            return response
+
+        try:
+            # a token request changes nothing on the server: safe to repeat like a GET
+            return call_with_retry(once, method="GET", classify=classify, backoff=Backoff(attempts=5, base=0.5))
+        except _HTTPStatusError as exc:
+            raise _error_of("authenticate", exc.response)
+        except requests.RequestException as exc:
+            raise VerdaAPIError("authenticate", None, "unreachable", f"{type(exc).__name__}: {exc}")
+
+    def _store(self, response: requests.Response, grant: str) -> None:
+        if response.status_code != 200:
+            raise _error_of("authenticate", response)
+        data = response.json()
+        self._access = str(data["access_token"])
+        self._refresh = data.get("refresh_token") or None
+        self._lifetime = float(data.get("expires_in") or 3600)
+        self._expires_at = self._clock() + self._lifetime
+        self.grants.append(grant)
+
+
+class VerdaAPI:
+    """The calls the driver and the reaper make. Every method blocks and retries."""
+
+    def __init__(
+        self,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        timeout: float = 60.0,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.base_url = check_api_url(base_url)
+        self._session = requests.Session()
+        self._timeout = timeout
+        self._backoff = backoff or Backoff()
+        self._sleep = sleep
+        self.tokens = TokenSource(self._session, self.base_url, client_id, client_secret, timeout, clock)
+
+    @classmethod
+    def from_config(cls, config: Verda, client_id: str, client_secret: str) -> VerdaAPI:
+        return cls(
+            config.api_url,
+            client_id,
+            client_secret,
+            timeout=config.api_timeout,
+            backoff=Backoff(attempts=config.api_retries, base=config.api_backoff),
+        )
+
+    def close(self) -> None:
+        self._session.close()
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _request(
+        self,
+        action: str,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        ok: Sequence[int] = (200, 201, 202, 204),
+    ) -> requests.Response:
+        def once() -> requests.Response:
+            token = self.tokens.token()
+            response = self._session.request(
+                method,
+                f"{self.base_url}{path}",
+                params=params,
+                json=body,
+                timeout=self._timeout,
+                headers={"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT},
+            )
+            if response.status_code == 401:
+                # expired or revoked early: one new token, then the request once more
+                self.tokens.invalidate(token)
+                response = self._session.request(
+                    method,
+                    f"{self.base_url}{path}",
+                    params=params,
+                    json=body,
+                    timeout=self._timeout,
+                    headers={"Authorization": f"Bearer {self.tokens.token()}", "User-Agent": USER_AGENT},
+                )
+            if response.status_code not in ok:
+                raise _HTTPStatusError(response)
+            return response
+
+        try:
+            return call_with_retry(once, method=method, classify=classify, backoff=self._backoff, sleep=self._sleep)
+        except _HTTPStatusError as exc:
+            raise _error_of(action, exc.response)
+        except requests.RequestException as exc:
+            raise VerdaAPIError(action, None, "unreachable", f"{type(exc).__name__}: {exc}")
+
+    def _json(self, action: str, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        response = self._request(action, "GET", path, params=params, ok=(200,))
+        try:
+            return response.json()
+        except ValueError:
+            raise VerdaAPIError(action, response.status_code, "bad_response", "the response is not JSON")
+
+    @staticmethod
+    def _id_of(action: str, response: requests.Response) -> str:
+        """Create calls answer with the new id as the body (plain text, or a JSON string)."""
+        text = response.text.strip()
+        if text.startswith('"'):
+            try:
+                text = str(json.loads(text))
+            except ValueError:
+                pass
+        if not text:
+            raise VerdaAPIError(action, response.status_code, "bad_response", "the response holds no id")
+        return text
+
+    # -- catalogue --------------------------------------------------------------------
+
+    def instance_types(self) -> list[dict[str, Any]]:
+        return list(self._json("list instance types", "/instance-types"))
+
+    def availability(self, *, spot: bool, location: str | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"is_spot": "true" if spot else "false"}
+        if location is not None:
+            params["location_code"] = location
+        return list(self._json("list instance availability", "/instance-availability", params))
+
+    def locations(self) -> list[dict[str, Any]]:
+        return list(self._json("list locations", "/locations"))
+
+    def images(self) -> list[dict[str, Any]]:
+        return list(self._json("list images", "/images"))
+
+    # -- keys and scripts --------------------------------------------------------------
+
+    def create_ssh_key(self, name: str, public_key: str) -> str:
+        response = self._request(f"add SSH key {name}", "POST", "/sshkeys", body={"name": name, "key": public_key})
+        return self._id_of("add SSH key", response)
+
+    def ssh_keys(self) -> list[dict[str, Any]]:
+        return list(self._json("list SSH keys", "/sshkeys"))
+
+    def delete_ssh_key(self, key_id: str) -> None:
+        self._delete(f"delete SSH key {key_id}", f"/sshkeys/{quote(key_id, safe='')}")
+
+    def create_script(self, name: str, script: str) -> str:
+        response = self._request(
+            f"create startup script {name}", "POST", "/scripts", body={"name": name, "script": script}
+        )
+        return self._id_of("create startup script", response)
+
+    def scripts(self) -> list[dict[str, Any]]:
+        return list(self._json("list startup scripts", "/scripts"))
+
+    def delete_script(self, script_id: str) -> None:
+        self._delete(f"delete startup script {script_id}", f"/scripts/{quote(script_id, safe='')}")
+
+    def _delete(self, action: str, path: str) -> None:
+        try:
+            self._request(action, "DELETE", path)
+        except VerdaAPIError as exc:
+            if exc.status != 404:  # already gone counts as done
+                raise
+
+    # -- instances ----------------------------------------------------------------------
+
+    def deploy(self, body: Mapping[str, Any]) -> str:
+        response = self._request(f"deploy instance {body.get('hostname')}", "POST", "/instances", body=dict(body))
+        return self._id_of("deploy instance", response)
+
+    def instance(self, instance_id: str) -> dict[str, Any] | None:
+        """The instance, or None once it no longer exists."""
+        try:
+            data = self._json(f"get instance {instance_id}", f"/instances/{quote(instance_id, safe='')}")
+        except VerdaAPIError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if isinstance(data, list):  # some endpoints answer a one-element list
+            data = data[0] if data else None
+        return data if isinstance(data, dict) else None
+
+    def instances(self) -> list[dict[str, Any]]:
+        return list(self._json("list instances", "/instances"))
+
+    def delete_instances(self, instance_ids: Sequence[str], volume_ids: Sequence[str] = ()) -> None:
+        """Delete the instances and these volumes (their OS disks: kept, they would bill)."""
+        body: dict[str, Any] = {"id": list(instance_ids), "action": "delete"}
+        if volume_ids:
+            body["volume_ids"] = list(volume_ids)
+        try:
+            self._request(f"delete instances {', '.join(instance_ids)}", "PUT", "/instances", body=body)
+        except VerdaAPIError as exc:
+            if exc.status != 404:
+                raise

@@ -1,0 +1,119 @@
+"""Deleting what earlier pools left behind on Verda.
+
+A node ends itself when its pool's TTL passes or its client has been gone too long, but
+from inside it can only shut down: deleting an instance takes the API credentials, which
+never reach a node. A shut-down Verda instance keeps its resources (and its OS volume)
+and is treated here as still billing. So something holding the credentials deletes it:
+
+* the pool itself, while its client lives (close, the pool's timeout, any failure):
+  instances and their OS volumes are deleted, not shut down;
+* this reaper, on every later pool start with the same credentials
+  (``Verda(reap=True)``, the default): skyward instances (found by their description
+  ``skyward pool=... expires=...``) that are shut down or past their expiry are deleted
+  with their OS volumes, and the startup scripts and keys of expired pools removed;
+* ``python -m skyward_verda.reaper`` (or :func:`reap`), for a cron job.
+
+If the client dies and nothing runs again, a shut-down instance stays until someone
+deletes it; its description says which pool it belonged to and when it expired.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from skyward_verda.api import VerdaAPI, VerdaAPIError
+from skyward_verda.config import Verda, credentials_from_env
+from skyward_verda.naming import InstanceView, expired_names, instances_to_reap, parse_description
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    instances: tuple[tuple[str, str, str], ...]  # (id, hostname, reason)
+    scripts: tuple[str, ...]
+    ssh_keys: tuple[str, ...]
+    failures: tuple[str, ...]
+
+
+def _view(instance: dict[str, Any]) -> InstanceView:
+    return InstanceView(
+        id=str(instance.get("id", "")),
+        hostname=str(instance.get("hostname", "")),
+        status=str(instance.get("status", "")),
+        description=str(instance.get("description") or ""),
+        os_volume_id=str(instance["os_volume_id"]) if instance.get("os_volume_id") else None,
+    )
+
+
+def reap_with(
+    api: VerdaAPI, now: float | None = None, own_pool: str | None = None, log: Callable[[str], None] | None = None
+) -> Reaped:
+    """Delete leftovers through ``api``; one failed deletion is reported, not raised."""
+    now = time.time() if now is None else now
+    say = log or (lambda _m: None)
+    views = [_view(i) for i in api.instances()]
+    failures: list[str] = []
+    deleted: list[tuple[str, str, str]] = []
+    for item in instances_to_reap(views, now, own_pool):
+        volumes = [item.instance.os_volume_id] if item.instance.os_volume_id else []
+        try:
+            api.delete_instances([item.instance.id], volumes)
+        except VerdaAPIError as exc:
+            failures.append(f"instance {item.instance.hostname} ({item.instance.id}): {exc}")
+            continue
+        deleted.append((item.instance.id, item.instance.hostname, item.reason))
+        say(f"deleted instance {item.instance.hostname} ({item.instance.id}): {item.reason}")
+    gone = {instance_id for instance_id, _, _ in deleted}
+    live_pools = {
+        mark.pool_id for v in views if v.id not in gone and (mark := parse_description(v.description)) is not None
+    }
+    if own_pool is not None:
+        live_pools.add(own_pool)
+    scripts: list[str] = []
+    for script in api.scripts():
+        name = str(script.get("name", ""))
+        if expired_names([name], now, live_pools):
+            try:
+                api.delete_script(str(script["id"]))
+                scripts.append(name)
+            except VerdaAPIError as exc:
+                failures.append(f"startup script {name}: {exc}")
+    keys: list[str] = []
+    for key in api.ssh_keys():
+        name = str(key.get("name", ""))
+        if expired_names([name], now, live_pools):
+            try:
+                api.delete_ssh_key(str(key["id"]))
+                keys.append(name)
+            except VerdaAPIError as exc:
+                failures.append(f"SSH key {name}: {exc}")
+    return Reaped(tuple(deleted), tuple(scripts), tuple(keys), tuple(failures))
+
+
+def reap(config: Verda | None = None, now: float | None = None) -> Reaped:
+    """Delete leftovers of earlier skyward pools for the credentials in the environment."""
+    config = config or Verda()
+    client_id, secret = credentials_from_env()
+    api = VerdaAPI.from_config(config, client_id, secret)
+    try:
+        return reap_with(api, now=now, log=lambda m: print(m, file=sys.stderr))
+    finally:
+        api.close()
+
+
+def main() -> int:
+    result = reap()
+    for failure in result.failures:
+        print(f"could not delete {failure}", file=sys.stderr)
+    print(
+        f"skyward reaper: deleted {len(result.instances)} instance(s), {len(result.scripts)} startup script(s), "
+        f"{len(result.ssh_keys)} SSH key(s); {len(result.failures)} failure(s)"
+    )
+    return 1 if result.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""End to end: ComputePool(provider=DigitalOcean(...)) on the fake API, each droplet's
+user-data run by the emulated-instance harness (tests/harness)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from do_support import DropletWorld, emulate, nothing_left
+from fakes.digitalocean import FakeDigitalOcean
+
+import skyward
+from skyward import ComputePool, compute, gather
+from skyward.errors import ProvisioningError
+from skyward_digitalocean import DigitalOcean
+
+pytestmark = pytest.mark.cloud
+
+
+@compute
+def where(x: int) -> tuple[int, str, int, int]:
+    info = skyward.instance_info()
+    return x * x, os.environ.get("SKYWARD_BIND_HOST", ""), info.node, info.total_nodes
+
+
+def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld, do_config: DigitalOcean) -> None:
+    fake, harness = droplets.fake, droplets.harness
+    with ComputePool(provider=do_config, nodes=2, display="quiet") as pool:
+        ids = [n.instance_id for n in pool.nodes]
+        assert all(harness.is_running(i) for i in ids)
+        first = where(3) >> pool
+        assert first[0] == 9 and first[3] == 2
+        every = where(2) @ pool
+        assert sorted(r[2] for r in every) == [0, 1]
+        assert {r[1] for r in every} == {n.ip for n in pool.nodes}  # each node's agent at its droplet's address
+        many = gather(*(where(i) for i in range(6))) >> pool
+        assert [r[0] for r in many] == [i * i for i in range(6)]
+        assert all(fake.droplets[int(i)].status == "active" for i in ids)
+    assert all(fake.droplets[int(i)].status == "deleted" for i in ids)  # deleted, not powered off
+    deadline = time.monotonic() + 10
+    while any(harness.is_running(i) for i in ids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(harness.is_running(i) for i in ids)
+    assert nothing_left(fake) == {}
+    assert fake.violations == []
+    assert all(fake.droplets[int(i)].history[-1] == "deleted" for i in ids)  # whether or not it powered off first
+
+
+def test_a_pool_that_fails_halfway_leaves_nothing(droplets: DropletWorld, do_config: DigitalOcean) -> None:
+    fake = droplets.fake
+    fake.capacity[("s-1vcpu-1gb", "tor1")] = 1
+    with pytest.raises(ProvisioningError, match="no capacity for s-1vcpu-1gb in tor1"):
+        with ComputePool(provider=do_config, nodes=2, display="quiet"):
+            pass
+    assert len(fake.droplets) == 1 and all(d.status == "deleted" for d in fake.droplets.values())
+    assert nothing_left(fake) == {}
+
+
+CLIENT = """
+import sys, time
+import skyward as sky
+from skyward_digitalocean import DigitalOcean
+
+config = DigitalOcean(
+    region="tor1", api_url=sys.argv[1], address_url=sys.argv[1] + "/whoami", poll_interval=0.02,
+    grace_period=2.0, bootstrap_timeout=120.0,
+)
+pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
+pool.open()
+print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
+time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
+"""
+
+
+@pytest.mark.slow
+def test_a_vanished_client_leaves_a_billed_droplet_that_the_next_pool_deletes(
+    fake_do: FakeDigitalOcean, do_config: DigitalOcean
+) -> None:
+    """The node's own TTL can only power it off, and DigitalOcean bills a powered-off
+    droplet: the next pool start (the reaper) must delete it."""
+    import signal
+    import subprocess
+    import sys
+
+    from skyward_digitalocean import reap
+    from skyward_digitalocean.naming import pool_mark
+
+    # TTL of the child's pool: timeout 60 s + 60 s margin = "shutdown -h +2"; scaled so the
+    # emulated machine powers off about 12 s after its bootstrap starts
+    world_iter = emulate(fake_do, shutdown_time_scale=0.1)
+    world = next(world_iter)
+    fake = world.fake
+    child = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, fake.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("OPEN"), (line, child.stderr.read() if child.poll() is not None else "")
+        (droplet_id,) = line.split()[1:]
+        droplet = fake.droplets[int(droplet_id)]
+        child.send_signal(signal.SIGKILL)  # the client is gone: nobody will delete the droplet
+        child.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while droplet.status != "off" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # the TTL powered the droplet off; DigitalOcean keeps billing it
+        assert droplet.status == "off" and world.powered_off == [droplet_id]
+        assert not world.harness.is_running(droplet_id)
+        # the next pool from this account deletes it before it makes anything
+        with ComputePool(provider=do_config, nodes=1, display="quiet") as pool:
+            assert (where(4) >> pool)[0] == 16
+            assert droplet.status == "deleted"
+        assert droplet.history == ["new", "active", "off", "deleted"]
+        # its firewall and key (free) go once its pool's expiry has passed
+        mark = pool_mark(droplet.tags)
+        assert mark is not None
+        left = nothing_left(fake)
+        assert left.get("droplets") is None and len(left["firewalls"]) == 1 and len(left["ssh_keys"]) == 1
+        result = reap(do_config, now=mark.expires + 1)
+        assert (len(result.firewalls), len(result.ssh_keys), len(result.tags), result.failures) == (1, 1, 1, ())
+        assert nothing_left(fake) == {}
+        assert fake.violations == []
+    finally:
+        if child.poll() is None:
+            child.kill()
+        next(world_iter, None)

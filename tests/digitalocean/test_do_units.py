@@ -1,0 +1,293 @@
+"""Pure parts of the DigitalOcean provider: config, names and tags, sizes, retries."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+from fakes.digitalocean import SIZES
+from hypothesis import given
+from hypothesis import strategies as st
+
+import skyward as sky
+from skyward.errors import ConfigurationError, ProvisioningError
+from skyward_digitalocean import REGIONS, DigitalOcean
+from skyward_digitalocean.addresses import firewall_source, parse_client_address
+from skyward_digitalocean.api import DigitalOceanAPIError, make_client
+from skyward_digitalocean.driver import explain_create_error
+from skyward_digitalocean.naming import (
+    COMMON_TAG,
+    DropletView,
+    droplets_to_reap,
+    expired_marks,
+    expiry,
+    parse_pool_tag,
+    parse_resource_name,
+    pool_tag,
+    resource_name,
+)
+from skyward_digitalocean.offers import (
+    AMD_IMAGE,
+    CPU_IMAGE,
+    NVIDIA_IMAGE,
+    NVIDIA_MULTI_IMAGE,
+    accelerator_name,
+    image_for,
+    parse_size,
+    parse_sizes,
+)
+from skyward_digitalocean.retry import Backoff, Failure, call_with_retry, retry_after, should_retry
+
+pool_ids = st.from_regex(r"sky-[0-9a-f]{8}", fullmatch=True)
+epochs = st.integers(min_value=10**9, max_value=10**10)
+
+# -- config ----------------------------------------------------------------------------
+
+
+def test_public_name_resolves_through_the_plugin() -> None:
+    assert sky.DigitalOcean is DigitalOcean
+    assert DigitalOcean().region == "nyc1"
+
+
+def test_unknown_region_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        DigitalOcean(region="mars1")
+    for region in REGIONS:
+        assert region in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"client_address": "0.0.0.0"},
+        {"client_address": "not-an-ip"},
+        {"client_address": "2001:db8::1"},
+        {"agent_port": 0},
+        {"agent_port": True},
+        {"poll_interval": 0},
+        {"api_retries": 0},
+        {"api_url": "ftp://example"},
+        {"image": " "},
+    ],
+)
+def test_bad_settings_are_refused_early(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        DigitalOcean(**kwargs)  # type: ignore[arg-type]
+
+
+def test_plain_http_api_only_on_loopback() -> None:
+    with pytest.raises(ConfigurationError, match="unencrypted"):
+        make_client(DigitalOcean(api_url="http://api.example.com"), "t")
+    make_client(DigitalOcean(api_url="http://127.0.0.1:9"), "t")  # allowed: a test double
+
+
+def test_client_address_is_one_ipv4_host() -> None:
+    assert firewall_source(parse_client_address(" 203.0.113.7\n", "x")) == "203.0.113.7/32"
+    for bad in ("0.0.0.0", "224.0.0.1", "169.254.1.1", "::1", "10.0.0.0/8"):
+        with pytest.raises(ConfigurationError):
+            parse_client_address(bad, "x")
+
+
+def _spec(**kwargs: object) -> object:
+    from skyward.api.spec import build_spec
+
+    args: dict[str, object] = dict(
+        provider=DigitalOcean(), image=None, pip=None, nodes=1, machine=None, accelerator=None, cpu=None,
+        memory=None, volume=None, spot=None, timeout=600, env=None, concurrency=1, display="quiet",
+        collect_metrics=False,
+    )  # fmt: skip
+    args.update(kwargs)
+    return build_spec(**args)  # type: ignore[arg-type]
+
+
+def test_spot_always_is_refused_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", "t")
+    for spot in ("always", 0.5, sky.Spot.Always(retries=1)):
+        with pytest.raises(ConfigurationError, match="no spot market"):
+            sky.ComputePool(provider=DigitalOcean(), spot=spot, display="quiet")
+    sky.ComputePool(provider=DigitalOcean(), spot="if-available", display="quiet")  # allowed; told in a Notice
+    sky.ComputePool(provider=DigitalOcean(), spot="never", display="quiet")
+
+
+def test_missing_token_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DIGITALOCEAN_TOKEN", raising=False)
+    with pytest.raises(ConfigurationError, match="DIGITALOCEAN_TOKEN"):
+        sky.ComputePool(provider=DigitalOcean(), display="quiet")
+
+
+def test_the_token_never_appears_in_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", "dop_v1_secret")
+    config = DigitalOcean()
+    assert "dop_v1_secret" not in repr(config)
+    import pickle
+
+    assert b"dop_v1_secret" not in pickle.dumps(config)
+
+
+# -- names, tags, reaping ----------------------------------------------------------------
+
+
+@given(pool_ids, epochs)
+def test_pool_tags_and_names_round_trip(pool_id: str, expires: int) -> None:
+    mark = parse_pool_tag(pool_tag(pool_id, expires))
+    assert mark is not None and (mark.pool_id, mark.expires) == (pool_id, expires)
+    mark = parse_resource_name(resource_name(pool_id, expires))
+    assert mark is not None and (mark.pool_id, mark.expires) == (pool_id, expires)
+
+
+def test_expiry_covers_bootstrap_timeout_and_margin() -> None:
+    assert expiry(1000.0, timeout=600, bootstrap_timeout=300, ttl_margin=60) == 1000 + 300 + 600 + 60 + 300
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["new", "active", "off"]),
+            st.booleans(),  # carries the common tag
+            st.one_of(st.none(), epochs),  # pool tag expiry
+        ),
+        max_size=12,
+    ),
+    epochs,
+)
+def test_reaping_takes_only_skyward_droplets_that_are_off_or_expired(
+    rows: list[tuple[str, bool, int | None]], now: int
+) -> None:
+    droplets = []
+    for i, (status, common, expires) in enumerate(rows):
+        tags = ([COMMON_TAG] if common else []) + ([pool_tag(f"sky-{i:08x}", expires)] if expires else [])
+        droplets.append(DropletView(i, f"d{i}", status, tuple(tags)))
+    doomed = {d.droplet.id for d in droplets_to_reap(droplets, now)}
+    for i, (status, common, expires) in enumerate(rows):
+        expected = common and expires is not None and (status == "off" or now > expires)
+        assert (i in doomed) == expected
+
+
+def test_reaping_spares_the_own_pool() -> None:
+    droplet = DropletView(1, "d", "off", (COMMON_TAG, pool_tag("sky-00000001", 10**9)))
+    assert droplets_to_reap([droplet], now=10**10, own_pool="sky-00000001") == []
+    assert len(droplets_to_reap([droplet], now=10**10)) == 1
+
+
+def test_expired_names_skip_live_pools_and_foreign_names() -> None:
+    names = [resource_name("sky-00000001", 10**9), resource_name("sky-00000002", 10**9), "my-firewall"]
+    assert expired_marks(names, now=2 * 10**9, live_pools={"sky-00000002"}) == [names[0]]
+
+
+# -- sizes and images ---------------------------------------------------------------------
+
+
+def test_sizes_become_instance_types_with_gpus_and_prices() -> None:
+    sizes = {s.slug: s for s in parse_sizes(SIZES, "tor1")}
+    h100 = sizes["gpu-h100x1-80gb"].instance
+    assert (h100.accelerator, h100.accelerator_count, h100.on_demand_price, h100.vcpus) == (
+        "H100-80GB-SXM",
+        1,
+        3.39,
+        20,
+    )
+    assert h100.memory == 245760 * 2**20 and h100.spot_price is None and h100.available
+    assert sizes["gpu-mi300x1-192gb"].instance.accelerator == "MI300X"
+    assert sizes["gpu-4000adax1-20gb"].instance.accelerator == "RTX4000-Ada"
+    assert sizes["m-16vcpu-128gb"].instance.available is False  # not offered in tor1
+    assert sizes["s-1vcpu-1gb"].instance.accelerator is None
+
+
+def test_smallest_fitting_size_is_selected() -> None:
+    instances = [s.instance for s in parse_sizes(SIZES, "tor1")]
+    assert sky.select_instance(instances, accelerator="H100").name == "gpu-h100x1-80gb"
+    assert sky.select_instance(instances, accelerator="H100:8").name == "gpu-h100x8-640gb"
+    assert sky.select_instance(instances, accelerator="L40S").name == "gpu-l40sx1-48gb"
+    assert sky.select_instance(instances, cpu=3).name == "s-4vcpu-8gb"
+    assert sky.select_instance(instances).name == "s-1vcpu-1gb"
+
+
+def test_images_follow_the_accelerator() -> None:
+    sizes = {s.slug: s for s in parse_sizes(SIZES, "tor1")}
+    assert image_for(sizes["s-1vcpu-1gb"]) == CPU_IMAGE
+    assert image_for(sizes["gpu-h100x1-80gb"]) == NVIDIA_IMAGE
+    assert image_for(sizes["gpu-l40sx1-48gb"]) == NVIDIA_IMAGE
+    assert image_for(sizes["gpu-h100x8-640gb"]) == NVIDIA_MULTI_IMAGE
+    assert image_for(sizes["gpu-mi300x1-192gb"]) == AMD_IMAGE
+    assert image_for(sizes["gpu-mi300x1-192gb"], "my-snapshot") == "my-snapshot"
+
+
+def test_unknown_gpu_models_keep_a_readable_name_and_bad_sizes_are_skipped() -> None:
+    assert accelerator_name("nvidia_b300") == "B300"
+    assert accelerator_name("amd_mi999x") == "MI999X"
+    assert parse_size({"slug": "x"}, "tor1") is None
+    assert parse_size({"slug": "x", "vcpus": 1, "memory": 1024, "price_hourly": "n/a"}, "tor1") is None
+
+
+def test_capacity_errors_say_what_to_try() -> None:
+    size = next(s for s in parse_sizes(SIZES, "tor1") if s.slug == "gpu-h100x1-80gb")
+    exc = DigitalOceanAPIError(
+        "create droplet", 422, "unprocessable_entity", "temporarily unavailable because of GPU capacity",
+        {"error_attributes": {"available_regions": ["nyc2", "atl1"]}},
+    )  # fmt: skip
+    explained = explain_create_error(exc, size, "tor1", created=1, total=2)
+    assert isinstance(explained, ProvisioningError)
+    text = str(explained)
+    assert "no capacity for gpu-h100x1-80gb in tor1" in text and "1 of 2 droplets" in text
+    assert "another size" in text and "later" in text
+    limit = DigitalOceanAPIError("create droplet", 422, "unprocessable_entity", "will exceed your droplet limit", {})
+    assert "limit" in str(explain_create_error(limit, size, "tor1", 0, 1))
+
+
+# -- retries ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "failure", "expected"),
+    [
+        ("POST", Failure(429, True, {}), True),
+        ("POST", Failure(500, True, {}), False),  # the droplet may exist: never a second one
+        ("POST", Failure(None, True, {}), False),  # timed out after sending
+        ("POST", Failure(None, False, {}), True),  # never reached the server
+        ("GET", Failure(503, True, {}), True),
+        ("DELETE", Failure(None, True, {}), True),
+        ("GET", Failure(404, True, {}), False),
+        ("GET", Failure(422, True, {}), False),
+    ],
+)
+def test_what_is_retried(method: str, failure: Failure, expected: bool) -> None:
+    assert should_retry(method, failure) is expected
+
+
+@given(st.integers(min_value=0, max_value=20), st.floats(min_value=0.001, max_value=5), st.integers())
+def test_backoff_grows_and_stays_under_the_cap(retry: int, base: float, seed: int) -> None:
+    backoff = Backoff(attempts=5, base=base, cap=30.0)
+    delay = backoff.delay(retry, None, random.Random(seed))
+    ceiling = min(30.0, base * 2**retry)
+    assert ceiling / 2 <= delay <= ceiling
+
+
+def test_retry_after_headers() -> None:
+    now = 1_000_000.0
+    assert retry_after({"Retry-After": "3"}, now) == 3.0
+    assert retry_after({"ratelimit-remaining": "0", "ratelimit-reset": str(int(now) + 7)}, now) == 7.0
+    assert retry_after({"ratelimit-remaining": "12", "ratelimit-reset": str(int(now) + 7)}, now) is None
+    assert retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 1.7e9) == 0.0  # in the past
+    assert retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:10 GMT"}, 1445412480.0) == 10.0
+    assert retry_after({}, now) is None
+
+
+def test_call_with_retry_repeats_429_then_gives_up() -> None:
+    calls: list[int] = []
+    waits: list[float] = []
+
+    class RateLimited(Exception):
+        pass
+
+    def fn() -> int:
+        calls.append(1)
+        raise RateLimited
+
+    with pytest.raises(RateLimited):
+        call_with_retry(
+            fn, method="POST", classify=lambda e: Failure(429, True, {}), backoff=Backoff(attempts=4, base=0.1),
+            sleep=waits.append, clock=time.time, rng=random.Random(1),
+        )  # fmt: skip
+    assert len(calls) == 4 and len(waits) == 3
+    assert waits[0] < waits[2]  # backing off

@@ -1,0 +1,569 @@
+"""A stateful fake of the DigitalOcean API v2 (the parts skyward-digitalocean uses).
+
+Shapes follow DigitalOcean's published API reference (as pydo's generated operations
+document it): droplets, sizes, tags, firewalls, account SSH keys, with DO's error body
+``{"id": ..., "message": ...}``, pagination under ``links.pages.next`` and the status
+codes pydo expects. It checks the bearer token on every call and the body of every
+create against the published constraints, and keeps state: a droplet is ``new``, then
+``active`` after ``boot_delay`` seconds with loopback addresses, ``off`` when its machine
+powers off (still billed, as on DigitalOcean), and ``deleted`` once deleted.
+
+Test controls: ``fail``/``slow`` (from FakeHTTPServer), ``rate_limit``, ``capacity``
+(per size and region), ``droplet_limit``, and hooks ``on_running(id, user_data, ip)`` /
+``on_deleted(id)`` that an emulated-instance harness attaches to.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import itertools
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+from fakes.http import FakeHTTPServer, LoopbackAddresses, Request, Response
+
+TOKEN = "dop_v1_fake_0123456789abcdef"
+USER_DATA_LIMIT = 64 * 1024
+_TAG = re.compile(r"^[A-Za-z0-9_\-:]{1,255}$")
+_HOSTNAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9\-.]{0,253}[A-Za-z0-9])?$")
+_FIREWALL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,254}$")
+_PORTS = re.compile(r"^(0|[1-9]\d{0,4}(-[1-9]\d{0,4})?)$")
+_DROPLET_KEYS = {
+    "name", "names", "region", "size", "image", "ssh_keys", "backups", "backup_policy", "ipv6", "monitoring",
+    "tags", "user_data", "private_networking", "volumes", "vpc_uuid", "with_droplet_agent",
+}  # fmt: skip
+_RULE_TARGET_KEYS = {"addresses", "droplet_ids", "kubernetes_ids", "load_balancer_uids", "tags"}
+
+REGIONS: Mapping[str, str] = {
+    "nyc1": "New York 1", "nyc2": "New York 2", "nyc3": "New York 3", "sfo2": "San Francisco 2",
+    "sfo3": "San Francisco 3", "ams3": "Amsterdam 3", "sgp1": "Singapore 1", "lon1": "London 1",
+    "fra1": "Frankfurt 1", "tor1": "Toronto 1", "atl1": "Atlanta 1", "blr1": "Bangalore 1", "syd1": "Sydney 1",
+}  # fmt: skip
+_ALL = ("nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1", "blr1", "syd1")
+
+
+def _size(
+    slug: str, vcpus: int, memory_mb: int, disk: int, price: float, regions: Sequence[str], description: str,
+    gpu: tuple[int, str, int] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    size: dict[str, Any] = {
+        "slug": slug,
+        "memory": memory_mb,
+        "vcpus": vcpus,
+        "disk": disk,
+        "transfer": 1.0 if gpu is None else 15.0,
+        "price_monthly": round(price * 672, 2),
+        "price_hourly": price,
+        "regions": list(regions),
+        "available": True,
+        "description": description,
+        "disk_info": [{"type": "local", "size": {"amount": disk, "unit": "gib"}}],
+    }
+    if gpu is not None:
+        count, model, vram = gpu
+        size["gpu_info"] = {"count": count, "model": model, "vram": {"amount": vram, "unit": "gib"}}
+    return size
+
+
+SIZES: list[dict[str, Any]] = [
+    _size("s-1vcpu-1gb", 1, 1024, 25, 0.00893, _ALL, "Basic"),
+    _size("s-2vcpu-4gb", 2, 4096, 80, 0.03571, _ALL, "Basic"),
+    _size("s-4vcpu-8gb", 4, 8192, 160, 0.07143, _ALL, "Basic"),
+    _size("c-8", 8, 16384, 100, 0.25, _ALL, "CPU-Optimized"),
+    _size("m-16vcpu-128gb", 16, 131072, 400, 1.0, ("nyc1", "nyc3", "fra1"), "Memory-Optimized"),
+    _size("gpu-4000adax1-20gb", 8, 32768, 500, 0.76, ("tor1", "nyc2", "atl1"), "GPU", (1, "nvidia_rtx_4000_ada", 20)),
+    _size("gpu-6000adax1-48gb", 8, 65536, 500, 1.57, ("tor1", "nyc2", "atl1"), "GPU", (1, "nvidia_rtx_6000_ada", 48)),
+    _size("gpu-l40sx1-48gb", 8, 65536, 500, 1.57, ("tor1", "atl1"), "GPU", (1, "nvidia_l40s", 48)),
+    _size("gpu-h100x1-80gb", 20, 245760, 720, 3.39, ("tor1", "nyc2", "atl1"), "GPU", (1, "nvidia_h100", 80)),
+    _size("gpu-h100x8-640gb", 160, 1966080, 2046, 23.92, ("tor1", "nyc2"), "GPU", (8, "nvidia_h100", 80)),
+    _size("gpu-mi300x1-192gb", 20, 245760, 720, 1.99, ("atl1", "tor1"), "GPU", (1, "amd_mi300x", 192)),
+]
+
+IMAGES: Mapping[str, str | None] = {
+    # slug -> accelerator vendor it needs (None: CPU sizes only)
+    "ubuntu-24-04-x64": None,
+    "ubuntu-22-04-x64": None,
+    "debian-12-x64": None,
+    "gpu-h100x1-base": "nvidia",
+    "gpu-h100x8-base": "nvidia",
+    "gpu-amd-base": "amd",
+}
+
+
+@dataclass
+class FakeDroplet:
+    id: int
+    name: str
+    region: str
+    size: dict[str, Any]
+    image: str
+    tags: list[str]
+    user_data: str
+    ssh_keys: list[Any]
+    created_at: float
+    status: str = "new"  # new -> active -> off; deleted when deleted
+    public_ip: str | None = None
+    private_ip: str | None = None
+    deleted_at: float | None = None
+    history: list[str] = field(default_factory=lambda: ["new"])
+
+    @property
+    def is_gpu(self) -> bool:
+        return "gpu_info" in self.size
+
+    def to_json(self) -> dict[str, Any]:
+        v4 = []
+        if self.status in ("active", "off") and self.public_ip:
+            v4 = [
+                {"ip_address": self.public_ip, "netmask": "255.255.255.0", "gateway": "127.0.0.1", "type": "public"},
+                {"ip_address": self.private_ip, "netmask": "255.255.255.0", "gateway": "127.0.0.1", "type": "private"},
+            ]
+        droplet = {
+            "id": self.id,
+            "name": self.name,
+            "memory": self.size["memory"],
+            "vcpus": self.size["vcpus"],
+            "disk": self.size["disk"],
+            "locked": False,
+            "status": self.status,
+            "created_at": datetime.fromtimestamp(self.created_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "features": ["droplet_agent", "private_networking"],
+            "backup_ids": [],
+            "snapshot_ids": [],
+            "next_backup_window": None,
+            "image": {"slug": self.image, "distribution": "Ubuntu", "public": True},
+            "size": self.size,
+            "size_slug": self.size["slug"],
+            "networks": {"v4": v4, "v6": []},
+            "region": {"slug": self.region, "name": REGIONS[self.region], "available": True},
+            "tags": list(self.tags),
+            "volume_ids": [],
+            "vpc_uuid": "5a4981aa-9653-4bd1-bef5-d6bff52042e4",
+        }
+        if self.is_gpu:
+            droplet["gpu_info"] = self.size["gpu_info"]
+        return droplet
+
+
+def _error(status: int, error_id: str, message: str, **extra: Any) -> Response:
+    return Response(status, {"id": error_id, "message": message, "request_id": str(uuid.uuid4()), **extra})
+
+
+class FakeDigitalOcean(FakeHTTPServer):
+    def __init__(
+        self,
+        *,
+        token: str = TOKEN,
+        sizes: Sequence[Mapping[str, Any]] = SIZES,
+        boot_delay: float = 0.05,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.token = token
+        self.sizes = [dict(s) for s in sizes]
+        self.boot_delay = boot_delay
+        self.addresses = LoopbackAddresses(seed)
+        self.droplets: dict[int, FakeDroplet] = {}
+        self.tags: set[str] = set()
+        self.firewalls: dict[str, dict[str, Any]] = {}
+        self.ssh_keys: dict[int, dict[str, Any]] = {}
+        self.capacity: dict[tuple[str, str], int] = {}  # (size, region) -> droplets it can still take
+        self.droplet_limit: int | None = None
+        self.on_running: Callable[[str, str, str], None] | None = None
+        self.on_deleted: Callable[[str], None] | None = None
+        # where a droplet's address comes from: an emulated-instance harness hands out
+        # loopback addresses with its agent port free; else this fake's own range
+        self.address_for: Callable[[str], str] | None = None
+        self._ids = itertools.count(3164444)
+        self._key_ids = itertools.count(512189)
+        self._timers: list[threading.Timer] = []
+
+    # -- test controls ------------------------------------------------------------------
+
+    def rate_limit(
+        self, method: str | None, path: str | None, *, times: int | None = 1, retry_after: float | None = None
+    ) -> None:
+        """429 as DigitalOcean sends it: rate-limit headers, optionally Retry-After."""
+        headers = {"ratelimit-limit": "5000", "ratelimit-remaining": "0", "ratelimit-reset": str(int(time.time()) + 1)}
+        if retry_after is not None:
+            headers["Retry-After"] = f"{retry_after:g}"
+        else:
+            headers.pop("ratelimit-reset")  # else the client would wait for the reset second
+        self.fail(
+            method, path, 429, {"id": "too_many_requests", "message": "API Rate limit exceeded."},
+            times=times, headers=headers,
+        )  # fmt: skip
+
+    def power_off(self, droplet_id: int | str) -> None:
+        """The droplet's machine shut itself down: DO keeps (and bills) it, status ``off``."""
+        with self.lock:
+            droplet = self.droplets.get(int(droplet_id))
+            if droplet is not None and droplet.status == "active":
+                droplet.status = "off"
+                droplet.history.append("off")
+
+    def add_droplet(self, *, name: str, tags: list[str], status: str = "active", size: str = "s-1vcpu-1gb") -> int:
+        """A droplet made outside this test (an earlier pool's leftover, or not skyward's)."""
+        with self.lock:
+            droplet_id = next(self._ids)
+            public, private = self.addresses.allocate()
+            spec = next(s for s in self.sizes if s["slug"] == size)
+            self.droplets[droplet_id] = FakeDroplet(
+                droplet_id, name, "nyc1", spec, "ubuntu-24-04-x64", list(tags), "", [], time.time(), status,
+                public, private, history=[status],
+            )  # fmt: skip
+            self.tags.update(tags)
+            return droplet_id
+
+    def live(self) -> dict[str, list[str]]:
+        """What still exists (and, for droplets, still bills)."""
+        with self.lock:
+            return {
+                "droplets": [f"{d.name} ({d.id}, {d.status})" for d in self.droplets.values() if d.status != "deleted"],
+                "firewalls": [f["name"] for f in self.firewalls.values()],
+                "ssh_keys": [k["name"] for k in self.ssh_keys.values()],
+                "tags": sorted(self.tags),
+            }
+
+    def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        super().stop()
+
+    # -- routing --------------------------------------------------------------------------
+
+    def route(self, request: Request) -> Response:
+        if request.path == "/whoami":
+            return Response(200, f"{request.client}\n")
+        if not request.path.startswith("/v2/"):
+            return _error(404, "not_found", "The resource you were accessing could not be found.")
+        if request.headers.get("authorization") != f"Bearer {self.token}":
+            self.violation(f"{request.method} {request.path} without the right bearer token")
+            return _error(401, "Unauthorized", "Unable to authenticate you")
+        if request.method in ("POST", "PUT", "PATCH") and request.body:
+            if "application/json" not in request.headers.get("content-type", ""):
+                self.violation(f"{request.method} {request.path} body is not declared as JSON")
+                return _error(400, "bad_request", "Content-Type must be application/json")
+            try:
+                request.json()
+            except ValueError:
+                self.violation(f"{request.method} {request.path} body is not JSON")
+                return _error(400, "bad_request", "malformed JSON")
+        parts = [unquote(p) for p in request.path.rstrip("/").split("/")[2:]]
+        with self.lock:
+            return self._route(request, parts)
+
+    def _route(self, request: Request, parts: list[str]) -> Response:
+        method = request.method
+        match parts:
+            case ["sizes"] if method == "GET":
+                return self._page(request, "sizes", self.sizes)
+            case ["regions"] if method == "GET":
+                regions = [{"slug": s, "name": n, "available": True} for s, n in REGIONS.items()]
+                return self._page(request, "regions", regions)
+            case ["tags"] if method == "GET":
+                tags = [
+                    {"name": t, "resources": {"count": sum(t in d.tags for d in self.droplets.values())}}
+                    for t in sorted(self.tags)
+                ]
+                return self._page(request, "tags", tags)
+            case ["tags"] if method == "POST":
+                return self._create_tag(request)
+            case ["tags", name] if method == "DELETE":
+                if name not in self.tags:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                self.tags.discard(name)
+                for droplet in self.droplets.values():
+                    if name in droplet.tags:
+                        droplet.tags.remove(name)
+                return Response(204)
+            case ["firewalls"] if method == "POST":
+                return self._create_firewall(request)
+            case ["firewalls"] if method == "GET":
+                return self._page(request, "firewalls", list(self.firewalls.values()))
+            case ["firewalls", firewall_id] if method == "DELETE":
+                if self.firewalls.pop(firewall_id, None) is None:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                return Response(204)
+            case ["account", "keys"] if method == "POST":
+                return self._create_key(request)
+            case ["account", "keys"] if method == "GET":
+                return self._page(request, "ssh_keys", list(self.ssh_keys.values()))
+            case ["account", "keys", ident] if method == "DELETE":
+                for key_id, key in list(self.ssh_keys.items()):
+                    if str(key_id) == ident or key["fingerprint"] == ident:
+                        del self.ssh_keys[key_id]
+                        return Response(204)
+                return _error(404, "not_found", "The resource you were accessing could not be found.")
+            case ["droplets"] if method == "POST":
+                return self._create_droplet(request)
+            case ["droplets"] if method == "GET":
+                return self._list_droplets(request)
+            case ["droplets"] if method == "DELETE":
+                tag = request.arg("tag_name")
+                if not tag:
+                    self.violation("DELETE /v2/droplets without tag_name")
+                    return _error(422, "unprocessable_entity", "tag_name is required")
+                for droplet in list(self.droplets.values()):
+                    if tag in droplet.tags and droplet.status != "deleted":
+                        self._delete(droplet)
+                return Response(204)
+            case ["droplets", droplet_id] if method == "GET":
+                droplet = self._find(droplet_id)
+                if droplet is None:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                return Response(200, {"droplet": droplet.to_json()})
+            case ["droplets", droplet_id] if method == "DELETE":
+                droplet = self._find(droplet_id)
+                if droplet is None:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                self._delete(droplet)
+                return Response(204)
+        self.violation(f"{method} {request.path}: not an endpoint this fake (or DigitalOcean) has")
+        return _error(404, "not_found", "The resource you were accessing could not be found.")
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _page(self, request: Request, key: str, items: list[dict[str, Any]]) -> Response:
+        try:
+            per_page = int(request.arg("per_page") or 20)
+            page = int(request.arg("page") or 1)
+        except ValueError:
+            return _error(400, "bad_request", "page and per_page must be integers")
+        if not 1 <= per_page <= 200 or page < 1:
+            self.violation(f"GET {request.path} with per_page={per_page} page={page}")
+            return _error(400, "bad_request", "per_page must be between 1 and 200")
+        start = (page - 1) * per_page
+        chunk = items[start : start + per_page]
+        pages: dict[str, str] = {}
+        if start + per_page < len(items):
+            pages["next"] = f"{self.url}{request.path}?page={page + 1}&per_page={per_page}"
+            pages["last"] = f"{self.url}{request.path}?page={(len(items) - 1) // per_page + 1}&per_page={per_page}"
+        return Response(200, {key: chunk, "links": {"pages": pages}, "meta": {"total": len(items)}})
+
+    def _find(self, droplet_id: str) -> FakeDroplet | None:
+        try:
+            droplet = self.droplets.get(int(droplet_id))
+        except ValueError:
+            return None
+        return None if droplet is None or droplet.status == "deleted" else droplet
+
+    def _delete(self, droplet: FakeDroplet) -> None:
+        droplet.status = "deleted"
+        droplet.deleted_at = time.time()
+        droplet.history.append("deleted")
+        if self.on_deleted is not None:
+            threading.Thread(target=self.on_deleted, args=(str(droplet.id),), daemon=True).start()
+
+    def _reject(self, why: str, status: int = 422, error_id: str = "unprocessable_entity", **extra: Any) -> Response:
+        self.violation(why)
+        return _error(status, error_id, why, **extra)
+
+    def _create_tag(self, request: Request) -> Response:
+        body = request.json()
+        name = body.get("name") if isinstance(body, dict) else None
+        if not isinstance(name, str) or not _TAG.match(name):
+            return self._reject(f"tag name {name!r}: letters, numbers, colons, dashes and underscores, 1-255 chars")
+        self.tags.add(name)
+        return Response(201, {"tag": {"name": name, "resources": {"count": 0, "droplets": {"count": 0}}}})
+
+    def _check_targets(self, rule: Mapping[str, Any], key: str) -> str | None:
+        targets = rule.get(key)
+        if not isinstance(targets, dict) or not targets:
+            return f"each rule needs a non-empty {key!r} object"
+        unknown = set(targets) - _RULE_TARGET_KEYS
+        if unknown:
+            return f"{key} has unknown keys {sorted(unknown)}"
+        for address in targets.get("addresses", []):
+            try:
+                network = ipaddress.ip_network(address, strict=False)
+            except ValueError:
+                return f"{address!r} is not an IP address or CIDR"
+            if key == "sources" and network.prefixlen == 0 and rule.get("protocol") != "icmp":
+                self.violation(f"inbound rule open to the whole internet: {address}")
+        for tag in targets.get("tags", []):
+            if tag not in self.tags:
+                return f"tag {tag!r} does not exist"
+        return None
+
+    def _create_firewall(self, request: Request) -> Response:
+        body = request.json()
+        if not isinstance(body, dict):
+            return self._reject("firewall body must be an object", 400, "bad_request")
+        name = body.get("name")
+        if not isinstance(name, str) or not _FIREWALL_NAME.match(name):
+            return self._reject(f"firewall name {name!r}: alphanumerics first, then alphanumerics, '.' or '-'")
+        inbound, outbound = body.get("inbound_rules") or [], body.get("outbound_rules") or []
+        if not inbound and not outbound:
+            return self._reject("a firewall needs at least one inbound or outbound rule")
+        for rules, key in ((inbound, "sources"), (outbound, "destinations")):
+            for rule in rules:
+                protocol = rule.get("protocol")
+                if protocol not in ("tcp", "udp", "icmp"):
+                    return self._reject(f"rule protocol {protocol!r}: tcp, udp or icmp")
+                ports = rule.get("ports")
+                if protocol != "icmp" and (not isinstance(ports, str) or not _PORTS.match(ports)):
+                    return self._reject(f"rule ports {ports!r}: a port, a range 'a-b', or '0' for all")
+                problem = self._check_targets(rule, key)
+                if problem:
+                    return self._reject(problem)
+        for tag in body.get("tags") or []:
+            if tag not in self.tags:
+                return self._reject(f"tag {tag!r} does not exist")
+        # DO answers with "0" as the ports of ICMP rules
+        inbound = [{**r, "ports": "0"} if r.get("protocol") == "icmp" else r for r in inbound]
+        outbound = [{**r, "ports": "0"} if r.get("protocol") == "icmp" else r for r in outbound]
+        firewall_id = str(uuid.uuid4())
+        firewall = {
+            "id": firewall_id,
+            "name": name,
+            "status": "succeeded",
+            "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "pending_changes": [],
+            "inbound_rules": inbound,
+            "outbound_rules": outbound,
+            "droplet_ids": list(body.get("droplet_ids") or []),
+            "tags": list(body.get("tags") or []),
+        }
+        self.firewalls[firewall_id] = firewall
+        return Response(202, {"firewall": firewall})
+
+    def _create_key(self, request: Request) -> Response:
+        body = request.json()
+        name, public_key = body.get("name"), body.get("public_key")
+        if not isinstance(name, str) or not name:
+            return self._reject("an SSH key needs a name")
+        parts = public_key.split() if isinstance(public_key, str) else []
+        if len(parts) < 2 or parts[0] not in ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256"):
+            return self._reject("public_key is not an OpenSSH public key")
+        try:
+            blob = base64.b64decode(parts[1], validate=True)
+        except ValueError:
+            return self._reject("public_key is not an OpenSSH public key (bad base64)")
+        digest = hashlib.md5(blob).hexdigest()
+        key_id = next(self._key_ids)
+        key = {
+            "id": key_id,
+            "fingerprint": ":".join(digest[i : i + 2] for i in range(0, 32, 2)),
+            "public_key": public_key,
+            "name": name,
+        }
+        self.ssh_keys[key_id] = key
+        return Response(201, {"ssh_key": key})
+
+    def _key_known(self, ident: Any) -> bool:
+        return any(ident in (key_id, str(key_id), key["fingerprint"]) for key_id, key in self.ssh_keys.items())
+
+    def _create_droplet(self, request: Request) -> Response:
+        body = request.json()
+        if not isinstance(body, dict):
+            return self._reject("droplet body must be an object", 400, "bad_request")
+        unknown = set(body) - _DROPLET_KEYS
+        if unknown:
+            return self._reject(f"unknown droplet attributes {sorted(unknown)}")
+        if "names" in body:
+            return self._reject("this fake creates one droplet per call (use 'name'); the provider sends one each")
+        name = body.get("name")
+        if not isinstance(name, str) or not _HOSTNAME.match(name):
+            return self._reject(f"name {name!r} is not a valid hostname")
+        size = next((s for s in self.sizes if s["slug"] == body.get("size")), None)
+        if size is None:
+            return self._reject(f"size {body.get('size')!r} does not exist")
+        region = body.get("region")
+        if region not in REGIONS:
+            return self._reject(f"region {region!r} does not exist")
+        if region not in size["regions"] or not size["available"]:
+            return _error(422, "unprocessable_entity", "Size is not available in this region.")
+        image = body.get("image")
+        if image not in IMAGES:
+            return self._reject(f"image {image!r} does not exist")
+        vendor = IMAGES[image]
+        gpu = size.get("gpu_info")
+        if gpu is None and vendor is not None:
+            return self._reject(f"image {image} is for GPU droplets; size {size['slug']} has no GPU")
+        if gpu is not None and (vendor is None or not gpu["model"].startswith(vendor)):
+            return self._reject(f"size {size['slug']} needs a {gpu['model'].split('_')[0]} GPU image, not {image}")
+        for key in body.get("ssh_keys") or []:
+            if not self._key_known(key):
+                return self._reject(f"ssh key {key!r} does not exist in this account")
+        tags = body.get("tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) and _TAG.match(t) for t in tags):
+            return self._reject(f"tags {tags!r}: letters, numbers, colons, dashes and underscores")
+        user_data = body.get("user_data") or ""
+        if not isinstance(user_data, str) or len(user_data.encode()) > USER_DATA_LIMIT:
+            return self._reject("user_data must be a string of at most 64 KiB")
+        for flag in ("backups", "ipv6", "monitoring", "private_networking", "with_droplet_agent"):
+            if flag in body and not isinstance(body[flag], bool):
+                return self._reject(f"{flag} must be a boolean")
+        live = [d for d in self.droplets.values() if d.status != "deleted"]
+        if self.droplet_limit is not None and len(live) >= self.droplet_limit:
+            return _error(
+                422, "unprocessable_entity",
+                f"creating this/these droplet(s) will exceed your droplet limit of {self.droplet_limit}",
+            )  # fmt: skip
+        left = self.capacity.get((size["slug"], region))
+        if left is not None:
+            if left <= 0:
+                elsewhere = [r for r in size["regions"] if r != region]
+                return _error(
+                    422, "unprocessable_entity",
+                    "The size you selected is temporarily unavailable because of GPU capacity in this region.",
+                    error_attributes={"available_regions": elsewhere},
+                )  # fmt: skip
+            self.capacity[(size["slug"], region)] = left - 1
+        self.tags.update(tags)  # DO creates tags a droplet names
+        droplet = FakeDroplet(
+            id=next(self._ids), name=name, region=region, size=size, image=image, tags=list(tags),
+            user_data=user_data, ssh_keys=list(body.get("ssh_keys") or []), created_at=time.time(),
+        )  # fmt: skip
+        self.droplets[droplet.id] = droplet
+        timer = threading.Timer(self.boot_delay, self._boot, args=(droplet.id,))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+        action = {"id": next(self._ids), "rel": "create", "href": f"{self.url}/v2/actions/{droplet.id}"}
+        return Response(202, {"droplet": droplet.to_json(), "links": {"actions": [action]}})
+
+    def _boot(self, droplet_id: int) -> None:
+        with self.lock:
+            droplet = self.droplets.get(droplet_id)
+            if droplet is None or droplet.status != "new":
+                return
+            if self.address_for is not None:
+                droplet.public_ip = droplet.private_ip = self.address_for(str(droplet_id))
+            else:
+                droplet.public_ip, droplet.private_ip = self.addresses.allocate()
+            droplet.status = "active"
+            droplet.history.append("active")
+            hook, user_data, ip = self.on_running, droplet.user_data, droplet.public_ip
+        if hook is not None:
+            try:
+                hook(str(droplet_id), user_data, ip)
+            except Exception as exc:  # the test sees it
+                self.violation(f"on_running({droplet_id}) failed: {exc!r}")
+
+    def _list_droplets(self, request: Request) -> Response:
+        tag, kind, name = request.arg("tag_name"), request.arg("type"), request.arg("name")
+        if tag and (kind or name):
+            return self._reject("tag_name cannot be combined with type or name")
+        if kind not in (None, "droplets", "gpus"):
+            return self._reject(f"type {kind!r}: droplets or gpus")
+        live = [d for d in self.droplets.values() if d.status != "deleted"]
+        if tag:
+            chosen = [d for d in live if tag in d.tags]
+        elif kind == "gpus":
+            chosen = [d for d in live if d.is_gpu]
+        else:  # the plain listing leaves GPU droplets out
+            chosen = [d for d in live if not d.is_gpu]
+        if name:
+            chosen = [d for d in chosen if d.name.lower() == name.lower()]
+        return self._page(request, "droplets", [d.to_json() for d in chosen])

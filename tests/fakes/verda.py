@@ -1,0 +1,505 @@
+"""A stateful fake of Verda's public API v1 (formerly DataCrunch; the parts skyward-verda uses).
+
+Shapes follow Verda's public API as its official Python SDK uses it (verda/*:
+``/oauth2/token`` with a JSON client-credentials body, ``/instance-types``,
+``/instance-availability?is_spot=&location_code=``, ``/locations``, ``/images``,
+``/sshkeys``, ``/scripts``, ``/instances`` with create calls answering the new id as
+plain text, ``PUT /instances`` actions) and its error body ``{"code", "message"}``.
+
+It issues OAuth2 tokens that expire (``token_lifetime``), refuses expired or unknown
+tokens with 401, validates request bodies, and keeps state: an instance is ``ordered``,
+``provisioning``, then ``running`` with a loopback ``ip`` after ``boot_delay`` seconds,
+``offline`` when its machine shuts itself down (kept, and billed), and ``deleted`` once
+deleted (its OS volume too, when the delete names it; otherwise the volume stays).
+
+Test controls: ``fail``/``slow`` (FakeHTTPServer), ``rate_limit``, ``capacity`` (per
+instance type, location and market), ``revoke_tokens``, and the harness hooks
+``on_running(id, script, ip)`` / ``on_deleted(id)`` / ``address_for(id)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+from fakes.http import FakeHTTPServer, LoopbackAddresses, Request, Response
+
+CLIENT_ID = "verda-fake-client-id"
+CLIENT_SECRET = "verda-fake-client-secret-0123456789"
+_HOSTNAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,61}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
+_DEPLOY_KEYS = {
+    "instance_type", "image", "ssh_key_ids", "startup_script_id", "hostname", "description", "location_code",
+    "os_volume", "volumes", "existing_volumes", "is_spot", "coupon", "contract", "pricing",
+}  # fmt: skip
+_ACTIONS = {"boot", "start", "shutdown", "hibernate", "restore", "delete", "force_shutdown"}
+
+LOCATIONS = [
+    {"code": "FIN-01", "name": "Finland 1", "country_code": "FI"},
+    {"code": "FIN-02", "name": "Finland 2", "country_code": "FI"},
+    {"code": "FIN-03", "name": "Finland 3", "country_code": "FI"},
+    {"code": "ICE-01", "name": "Iceland 1", "country_code": "IS"},
+]
+
+
+def _type(
+    name: str, gpus: int, gpu: str, cores: int, ram: int, price: str, spot: str, gpu_memory: int = 0, model: str = ""
+) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+        "instance_type": name,
+        "model": model,
+        "name": gpu or "CPU Node",
+        "description": f"{gpus}x {gpu}" if gpus else f"{cores} CPU",
+        "price_per_hour": price,
+        "spot_price": spot,
+        "currency": "usd",
+        "cpu": {"description": f"{cores} CPU", "number_of_cores": cores},
+        "gpu": {"description": f"{gpus}x {gpu}" if gpus else "", "number_of_gpus": gpus},
+        "memory": {"description": f"{ram}GB RAM", "size_in_gigabytes": ram},
+        "gpu_memory": {"description": f"{gpu_memory}GB" if gpu_memory else "", "size_in_gigabytes": gpu_memory},
+        "storage": {"description": "dynamic"},
+    }
+
+
+INSTANCE_TYPES = [
+    _type("CPU.4V.16G", 0, "", 4, 16, "0.0350", "0.0140"),
+    _type("CPU.8V.32G", 0, "", 8, 32, "0.0700", "0.0280"),
+    _type("1V100.6V", 1, "Tesla V100 16GB", 6, 23, "0.3900", "0.1300", 16, "V100"),
+    _type("1A6000.10V", 1, "RTX A6000 48GB", 10, 60, "0.4900", "0.1500", 48, "A6000"),
+    _type("1L40S.20V", 1, "L40S 48GB", 20, 60, "0.9100", "0.3100", 48, "L40S"),
+    _type("1A100.22V", 1, "A100 SXM4 80GB", 22, 120, "1.2900", "0.4500", 80, "A100"),
+    _type("1H100.80S.30V", 1, "H100 SXM5 80GB", 30, 120, "2.1900", "0.7500", 80, "H100"),
+    _type("8H100.80S.176V", 8, "H100 SXM5 80GB", 176, 960, "17.5200", "6.0000", 640, "H100"),
+]
+
+IMAGES = [
+    {
+        "id": "img-2404",
+        "image_type": "ubuntu-24.04-cuda-12.8-open-docker",
+        "name": "Ubuntu 24.04 + CUDA 12.8 Open + Docker",
+        "details": ["Ubuntu 24.04", "CUDA 12.8"],
+        "is_default": True,
+        "is_cluster": False,
+        "category": "ubuntu",
+    },
+    {
+        "id": "img-2204",
+        "image_type": "ubuntu-22.04-cuda-12.4-docker",
+        "name": "Ubuntu 22.04 + CUDA 12.4 + Docker",
+        "details": ["Ubuntu 22.04", "CUDA 12.4"],
+        "is_default": False,
+        "is_cluster": False,
+        "category": "ubuntu",
+    },
+]
+
+
+def _error(status: int, code: str, message: str) -> Response:
+    return Response(status, {"code": code, "message": message})
+
+
+@dataclass
+class FakeInstance:
+    id: str
+    instance_type: dict[str, Any]
+    image: str
+    hostname: str
+    description: str
+    location: str
+    ssh_key_ids: list[str]
+    startup_script_id: str | None
+    is_spot: bool
+    os_volume_id: str
+    created_at: float
+    status: str = "ordered"
+    ip: str | None = None
+    history: list[str] = field(default_factory=lambda: ["ordered"])
+
+    def to_json(self) -> dict[str, Any]:
+        kind = self.instance_type
+        return {
+            "id": self.id,
+            "instance_type": kind["instance_type"],
+            "image": self.image,
+            "price_per_hour": float(kind["spot_price"] if self.is_spot else kind["price_per_hour"]),
+            "hostname": self.hostname,
+            "description": self.description,
+            "ip": self.ip,
+            "status": self.status,
+            "created_at": datetime.fromtimestamp(self.created_at, UTC).isoformat(),
+            "ssh_key_ids": list(self.ssh_key_ids),
+            "cpu": kind["cpu"],
+            "gpu": kind["gpu"],
+            "memory": kind["memory"],
+            "storage": kind["storage"],
+            "gpu_memory": kind["gpu_memory"],
+            "os_volume_id": self.os_volume_id,
+            "location": self.location,
+            "startup_script_id": self.startup_script_id,
+            "is_spot": self.is_spot,
+            "contract": "SPOT" if self.is_spot else "PAY_AS_YOU_GO",
+            "pricing": "DYNAMIC_PRICE" if self.is_spot else "FIXED_PRICE",
+        }
+
+
+class FakeVerda(FakeHTTPServer):
+    def __init__(
+        self,
+        *,
+        client_id: str = CLIENT_ID,
+        client_secret: str = CLIENT_SECRET,
+        instance_types: Sequence[Mapping[str, Any]] = INSTANCE_TYPES,
+        locations: Sequence[Mapping[str, Any]] = LOCATIONS,
+        token_lifetime: float = 3600.0,
+        boot_delay: float = 0.05,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.instance_types = [dict(t) for t in instance_types]
+        self.locations = [dict(loc) for loc in locations]
+        self.token_lifetime = token_lifetime
+        self.boot_delay = boot_delay
+        self.addresses = LoopbackAddresses(seed)
+        self.tokens: dict[str, float] = {}  # access token -> expiry
+        self.refresh_tokens: set[str] = set()
+        self.grants: list[str] = []
+        self.instances: dict[str, FakeInstance] = {}
+        self.volumes: dict[str, str] = {}  # volume id -> status (attached/detached/deleted)
+        self.scripts: dict[str, dict[str, str]] = {}
+        self.ssh_keys: dict[str, dict[str, str]] = {}
+        # (instance type, location, is_spot) -> how many more can be deployed; absent: any
+        self.capacity: dict[tuple[str, str, bool], int] = {}
+        self.on_running: Callable[[str, str, str], None] | None = None
+        self.on_deleted: Callable[[str], None] | None = None
+        self.address_for: Callable[[str], str] | None = None
+        self._timers: list[threading.Timer] = []
+        self._ids = itertools.count(1)
+
+    # -- test controls ------------------------------------------------------------------
+
+    def rate_limit(
+        self, method: str | None, path: str | None, *, times: int | None = 1, retry_after: float | None = None
+    ) -> None:
+        headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+        self.fail(method, path, 429, {"code": "too_many_requests", "message": "Too many requests"}, times=times,
+                  headers=headers)  # fmt: skip
+
+    def revoke_tokens(self) -> None:
+        """Every issued access token stops working (refresh tokens still do)."""
+        with self.lock:
+            self.tokens.clear()
+
+    def no_capacity(self, instance_type: str, location: str | None = None, spot: bool | None = None) -> None:
+        with self.lock:
+            for loc in [location] if location else [loc["code"] for loc in self.locations]:
+                for market in [spot] if spot is not None else [False, True]:
+                    self.capacity[(instance_type, loc, market)] = 0
+
+    def shut_down(self, instance_id: str) -> None:
+        """The instance's machine powered itself off: Verda keeps it, ``offline``."""
+        with self.lock:
+            instance = self.instances.get(instance_id)
+            if instance is not None and instance.status == "running":
+                instance.status = "offline"
+                instance.history.append("offline")
+
+    def add_instance(self, *, hostname: str, description: str, status: str = "running") -> str:
+        """An instance made outside this test (an earlier pool's leftover, or not skyward's)."""
+        with self.lock:
+            instance_id = str(uuid.uuid4())
+            volume_id = str(uuid.uuid4())
+            self.volumes[volume_id] = "attached"
+            public, _ = self.addresses.allocate()
+            self.instances[instance_id] = FakeInstance(
+                instance_id, self.instance_types[0], IMAGES[0]["image_type"], hostname, description, "FIN-01", [],
+                None, False, volume_id, time.time(), status, public, [status],
+            )  # fmt: skip
+            return instance_id
+
+    def live(self) -> dict[str, list[str]]:
+        """What still exists (and bills, for instances and volumes)."""
+        with self.lock:
+            return {
+                "instances": [f"{i.hostname} ({i.status})" for i in self.instances.values() if i.status != "deleted"],
+                "volumes": [v for v, status in self.volumes.items() if status != "deleted"],
+                "scripts": [s["name"] for s in self.scripts.values()],
+                "ssh_keys": [k["name"] for k in self.ssh_keys.values()],
+            }
+
+    def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        super().stop()
+
+    # -- routing --------------------------------------------------------------------------
+
+    def route(self, request: Request) -> Response:
+        if request.path == "/whoami":
+            return Response(200, f"{request.client}\n")
+        if not request.path.startswith("/v1/"):
+            return _error(404, "not_found", "Not found")
+        parts = [unquote(p) for p in request.path.rstrip("/").split("/")[2:]]
+        if request.body:
+            try:
+                request.json()
+            except ValueError:
+                self.violation(f"{request.method} {request.path}: body is not JSON")
+                return _error(400, "invalid_request", "Malformed JSON body")
+        with self.lock:
+            if parts == ["oauth2", "token"] and request.method == "POST":
+                return self._token(request)
+            header = request.headers.get("authorization", "")
+            token = header.removeprefix("Bearer ") if header.startswith("Bearer ") else None
+            expires = self.tokens.get(token or "")
+            if expires is None:
+                return _error(401, "unauthorized_request", "Invalid access token")
+            if time.time() >= expires:
+                return _error(401, "unauthorized_request", "Access token expired")
+            return self._route(request, parts)
+
+    def _token(self, request: Request) -> Response:
+        body = request.json()
+        if not isinstance(body, dict):
+            return self._reject("token request body must be an object", 400, "invalid_request")
+        grant = body.get("grant_type")
+        if grant == "client_credentials":
+            if set(body) - {"grant_type", "client_id", "client_secret"}:
+                self.violation(f"unexpected token request fields {sorted(set(body) - {'grant_type'})}")
+            if body.get("client_id") != self.client_id or body.get("client_secret") != self.client_secret:
+                return _error(401, "unauthorized_request", "Invalid client credentials")
+        elif grant == "refresh_token":
+            refresh = body.get("refresh_token")
+            if refresh not in self.refresh_tokens:
+                return _error(401, "unauthorized_request", "Invalid refresh token")
+            self.refresh_tokens.discard(refresh)
+        else:
+            return self._reject(f"grant_type {grant!r}: client_credentials or refresh_token", 400, "invalid_request")
+        access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        self.tokens[access] = time.time() + self.token_lifetime
+        self.refresh_tokens.add(refresh)
+        self.grants.append(grant)
+        return Response(
+            200,
+            {
+                "access_token": access,
+                "refresh_token": refresh,
+                "expires_in": self.token_lifetime,
+                "scope": "cloud-api-v1",
+                "token_type": "Bearer",
+            },
+        )
+
+    def _reject(self, why: str, status: int = 400, code: str = "invalid_request") -> Response:
+        self.violation(why)
+        return _error(status, code, why)
+
+    def _route(self, request: Request, parts: list[str]) -> Response:
+        method = request.method
+        match parts:
+            case ["instance-types"] if method == "GET":
+                return Response(200, self.instance_types)
+            case ["locations"] if method == "GET":
+                return Response(200, self.locations)
+            case ["images"] if method == "GET":
+                return Response(200, IMAGES)
+            case ["instance-availability"] if method == "GET":
+                return self._availability(request)
+            case ["instance-availability", name] if method == "GET":
+                spot = request.arg("is_spot") == "true"
+                location = request.arg("location_code")
+                return Response(200, any(self._can_deploy(name, loc, spot) for loc in self._codes(location)))
+            case ["sshkeys"] if method == "GET":
+                return Response(200, [{**k} for k in self.ssh_keys.values()])
+            case ["sshkeys"] if method == "POST":
+                return self._add_key(request)
+            case ["sshkeys", key_id] if method == "DELETE":
+                if self.ssh_keys.pop(key_id, None) is None:
+                    return _error(404, "not_found", "SSH key not found")
+                return Response(200)
+            case ["scripts"] if method == "GET":
+                return Response(200, list(self.scripts.values()))
+            case ["scripts"] if method == "POST":
+                return self._add_script(request)
+            case ["scripts", script_id] if method == "DELETE":
+                if self.scripts.pop(script_id, None) is None:
+                    return _error(404, "not_found", "Script not found")
+                return Response(200)
+            case ["instances"] if method == "GET":
+                status = request.arg("status")
+                live = [i for i in self.instances.values() if i.status != "deleted"]
+                return Response(200, [i.to_json() for i in live if status in (None, "", i.status)])
+            case ["instances"] if method == "POST":
+                return self._deploy(request)
+            case ["instances"] if method == "PUT":
+                return self._action(request)
+            case ["instances", instance_id] if method == "GET":
+                instance = self.instances.get(instance_id)
+                if instance is None or instance.status == "deleted":
+                    return _error(404, "not_found", "Instance not found")
+                return Response(200, instance.to_json())
+        self.violation(f"{method} {request.path}: not an endpoint this fake (or Verda) has")
+        return _error(404, "not_found", "Not found")
+
+    # -- handlers -------------------------------------------------------------------------
+
+    def _codes(self, location: str | None) -> list[str]:
+        codes = [loc["code"] for loc in self.locations]
+        return [location] if location in codes else ([] if location else codes)
+
+    def _can_deploy(self, type_name: str, location: str, spot: bool) -> bool:
+        if not any(t["instance_type"] == type_name for t in self.instance_types):
+            return False
+        return self.capacity.get((type_name, location, spot), 1) > 0
+
+    def _availability(self, request: Request) -> Response:
+        raw = request.arg("is_spot")
+        if raw not in (None, "true", "false"):
+            return self._reject(f"is_spot={raw!r}: true or false")
+        spot = raw == "true"
+        location = request.arg("location_code")
+        out = []
+        for code in self._codes(location):
+            names = [
+                t["instance_type"] for t in self.instance_types if self._can_deploy(t["instance_type"], code, spot)
+            ]
+            out.append({"location_code": code, "availabilities": names})
+        return Response(200, out)
+
+    def _add_key(self, request: Request) -> Response:
+        body = request.json()
+        if not isinstance(body, dict) or set(body) != {"name", "key"}:
+            return self._reject("an SSH key is {name, key}")
+        key = str(body["key"]).split()
+        if len(key) < 2 or key[0] not in ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256"):
+            return self._reject("key is not an OpenSSH public key")
+        key_id = str(uuid.uuid4())
+        self.ssh_keys[key_id] = {"id": key_id, "name": str(body["name"]), "key": str(body["key"])}
+        return Response(201, key_id)
+
+    def _add_script(self, request: Request) -> Response:
+        body = request.json()
+        if not isinstance(body, dict) or set(body) != {"name", "script"}:
+            return self._reject("a startup script is {name, script}")
+        if not str(body["script"]).startswith("#!"):
+            return self._reject("a startup script must start with #!")
+        script_id = str(uuid.uuid4())
+        self.scripts[script_id] = {"id": script_id, "name": str(body["name"]), "script": str(body["script"])}
+        return Response(201, script_id)
+
+    def _deploy(self, request: Request) -> Response:
+        body = request.json()
+        if not isinstance(body, dict):
+            return self._reject("deploy body must be an object")
+        unknown = set(body) - _DEPLOY_KEYS
+        if unknown:
+            return self._reject(f"unknown deploy fields {sorted(unknown)}")
+        for required in ("instance_type", "image", "ssh_key_ids"):
+            if required not in body:
+                return self._reject(f"{required} is required")
+        kind = next((t for t in self.instance_types if t["instance_type"] == body["instance_type"]), None)
+        if kind is None:
+            return self._reject(f"instance type {body['instance_type']!r} does not exist")
+        if body["image"] not in {i["image_type"] for i in IMAGES} | {i["id"] for i in IMAGES}:
+            return self._reject(f"image {body['image']!r} does not exist")
+        keys = body["ssh_key_ids"]
+        if not isinstance(keys, list) or not keys or any(k not in self.ssh_keys for k in keys):
+            return self._reject(f"ssh_key_ids {keys!r}: at least one, all existing")
+        script_id = body.get("startup_script_id")
+        if script_id is not None and script_id not in self.scripts:
+            return self._reject(f"startup script {script_id!r} does not exist")
+        hostname = body.get("hostname")
+        if not isinstance(hostname, str) or not _HOSTNAME.match(hostname):
+            return self._reject(f"hostname {hostname!r} is not a valid hostname")
+        location = body.get("location_code", "FIN-01")
+        if location not in {loc["code"] for loc in self.locations}:
+            return self._reject(f"location_code {location!r} does not exist")
+        spot = body.get("is_spot", False)
+        if not isinstance(spot, bool):
+            return self._reject("is_spot must be a boolean")
+        key = (kind["instance_type"], location, spot)
+        left = self.capacity.get(key)
+        if left is not None:
+            if left <= 0:
+                gpus = kind["gpu"]["number_of_gpus"]
+                what = f"{gpus} GPU instance type" if gpus else "CPU instance type"
+                message = f"Not enough resources to deploy a {what} {kind['instance_type']} in {location}"
+                return _error(503, "service_unavailable", message)
+            self.capacity[key] = left - 1
+        instance_id = str(uuid.uuid4())
+        volume_id = str(uuid.uuid4())
+        self.volumes[volume_id] = "attached"
+        instance = FakeInstance(
+            id=instance_id, instance_type=kind, image=body["image"], hostname=hostname,
+            description=str(body.get("description") or ""), location=location, ssh_key_ids=list(keys),
+            startup_script_id=script_id, is_spot=spot, os_volume_id=volume_id, created_at=time.time(),
+        )  # fmt: skip
+        self.instances[instance_id] = instance
+        for step, delay in (("provisioning", self.boot_delay / 2), ("running", self.boot_delay)):
+            timer = threading.Timer(delay, self._advance, args=(instance_id, step))
+            timer.daemon = True
+            self._timers.append(timer)
+            timer.start()
+        return Response(202, instance_id)
+
+    def _advance(self, instance_id: str, step: str) -> None:
+        hook, script = None, ""
+        with self.lock:
+            instance = self.instances.get(instance_id)
+            if instance is None or instance.status in ("deleted", "offline", "running"):
+                return
+            if step == "running":
+                if self.address_for is not None:
+                    instance.ip = self.address_for(instance_id)
+                else:
+                    instance.ip, _ = self.addresses.allocate()
+                script = self.scripts.get(instance.startup_script_id or "", {}).get("script", "")
+                hook = self.on_running
+            instance.status = step
+            instance.history.append(step)
+            ip = instance.ip
+        if hook is not None and ip is not None:
+            try:
+                hook(instance_id, script, ip)
+            except Exception as exc:
+                self.violation(f"on_running({instance_id}) failed: {exc!r}")
+
+    def _action(self, request: Request) -> Response:
+        body = request.json()
+        if not isinstance(body, dict) or "id" not in body or "action" not in body:
+            return self._reject("an instance action is {id, action[, volume_ids]}")
+        if body["action"] not in _ACTIONS:
+            return self._reject(f"action {body['action']!r}: one of {sorted(_ACTIONS)}")
+        ids = body["id"] if isinstance(body["id"], list) else [body["id"]]
+        targets = [self.instances.get(i) for i in ids]
+        if any(t is None or t.status == "deleted" for t in targets):
+            return _error(404, "not_found", "Instance not found")
+        volume_ids = body.get("volume_ids") or []
+        own_volumes = {t.os_volume_id for t in targets if t is not None}
+        if any(v not in own_volumes for v in volume_ids):
+            return self._reject("volume_ids must be volumes of the instances acted on")
+        for instance in targets:
+            assert instance is not None
+            if body["action"] == "delete":
+                instance.status = "deleted"
+                instance.history.append("deleted")
+                if instance.os_volume_id in volume_ids:
+                    self.volumes[instance.os_volume_id] = "deleted"
+                else:
+                    self.volumes[instance.os_volume_id] = "detached"  # kept, and billed
+                if self.on_deleted is not None:
+                    threading.Thread(target=self.on_deleted, args=(instance.id,), daemon=True).start()
+            elif body["action"] in ("shutdown", "force_shutdown") and instance.status == "running":
+                instance.status = "offline"
+                instance.history.append("offline")
+        return Response(202)

@@ -1,0 +1,119 @@
+"""End to end: ComputePool(provider=Verda(...)) on the fake API, each instance's startup
+script run by the emulated-instance harness (tests/harness)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from fakes.verda import FakeVerda
+from verda_support import InstanceWorld, emulate, nothing_left
+
+import skyward
+from skyward import ComputePool, compute, gather
+from skyward.errors import ProvisioningError
+from skyward_verda import Verda, reap
+from skyward_verda.naming import parse_description
+
+pytestmark = pytest.mark.cloud
+
+
+@compute
+def where(x: int) -> tuple[int, str, int, int]:
+    info = skyward.instance_info()
+    return x * x, os.environ.get("SKYWARD_BIND_HOST", ""), info.node, info.total_nodes
+
+
+def test_pool_runs_on_emulated_instances_and_deletes_them(instances: InstanceWorld, verda_config: Verda) -> None:
+    fake, harness = instances.fake, instances.harness
+    with ComputePool(provider=verda_config, nodes=2, display="quiet", spot="if-available") as pool:
+        ids = [n.instance_id for n in pool.nodes]
+        assert all(harness.is_running(i) for i in ids)
+        assert all(n.spot for n in pool.nodes)  # spot capacity was there
+        first = where(3) >> pool
+        assert first[0] == 9 and first[3] == 2
+        every = where(2) @ pool
+        assert sorted(r[2] for r in every) == [0, 1]
+        assert {r[1] for r in every} == {n.ip for n in pool.nodes}
+        many = gather(*(where(i) for i in range(6))) >> pool
+        assert [r[0] for r in many] == [i * i for i in range(6)]
+    assert all(fake.instances[i].status == "deleted" for i in ids)
+    deadline = time.monotonic() + 10
+    while any(harness.is_running(i) for i in ids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(harness.is_running(i) for i in ids)
+    assert nothing_left(fake) == {}  # instances, OS volumes, startup scripts, SSH key
+    assert fake.violations == []
+    assert all(fake.instances[i].history[-1] == "deleted" for i in ids)  # whether or not it shut down first
+
+
+def test_a_pool_that_fails_halfway_leaves_nothing(instances: InstanceWorld, verda_config: Verda) -> None:
+    fake = instances.fake
+    fake.fail("POST", "/v1/instances", 400, {"code": "invalid_request", "message": "Quota exceeded"}, after=1)
+    with pytest.raises(ProvisioningError, match="Quota exceeded"):
+        with ComputePool(provider=verda_config, nodes=2, display="quiet"):
+            pass
+    assert len(fake.instances) == 1 and all(i.status == "deleted" for i in fake.instances.values())
+    assert nothing_left(fake) == {}
+
+
+CLIENT = """
+import sys, time
+import skyward as sky
+from skyward_verda import Verda
+
+config = Verda(
+    api_url=sys.argv[1] + "/v1", address_url=sys.argv[1] + "/whoami", poll_interval=0.02,
+    grace_period=2.0, bootstrap_timeout=120.0,
+)
+pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
+pool.open()
+print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
+time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
+"""
+
+
+@pytest.mark.slow
+def test_a_vanished_client_leaves_a_shut_down_instance_that_the_next_pool_deletes(
+    fake_verda: FakeVerda, verda_config: Verda
+) -> None:
+    """The node's TTL can only shut it down, and a shut-down instance (and its disk) still
+    bills: the next pool start (the reaper) must delete both."""
+    world_iter = emulate(fake_verda, shutdown_time_scale=0.1)  # "shutdown -h +2" fires ~12 s in
+    world = next(world_iter)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, fake_verda.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("OPEN"), (line, child.stderr.read() if child.poll() is not None else "")
+        (instance_id,) = line.split()[1:]
+        instance = fake_verda.instances[instance_id]
+        child.send_signal(signal.SIGKILL)  # the client is gone: nobody will delete the instance
+        child.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while instance.status != "offline" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert instance.status == "offline" and world.shut_down == [instance_id]
+        assert fake_verda.volumes[instance.os_volume_id] == "attached"  # still billed
+        with ComputePool(provider=verda_config, nodes=1, display="quiet") as pool:
+            assert (where(4) >> pool)[0] == 16
+            assert instance.status == "deleted"
+        assert fake_verda.volumes[instance.os_volume_id] == "deleted"
+        mark = parse_description(instance.description)
+        assert mark is not None
+        left = nothing_left(fake_verda)
+        assert set(left) == {"scripts", "ssh_keys"}  # the dead pool's; free, and gone at its expiry
+        result = reap(verda_config, now=mark.expires + 1)
+        assert (len(result.scripts), len(result.ssh_keys), result.failures) == (1, 1, ())
+        assert nothing_left(fake_verda) == {}
+        assert fake_verda.violations == []
+    finally:
+        if child.poll() is None:
+            child.kill()
+        next(world_iter, None)
