@@ -129,6 +129,7 @@ class ComputePool:
         self._submitted = self._done = self._failed = 0
         self._last_progress = 0.0
         self._progress_due = False
+        self._bootstrapped: set[str] = set()
 
     # -- events -----------------------------------------------------------------------
 
@@ -137,6 +138,13 @@ class ComputePool:
             self._pump.put(event)
         else:
             self._bus.emit(event)
+
+    def _emit_from_driver(self, event: Any) -> None:
+        from skyward.events import BootstrapCompleted
+
+        if isinstance(event, BootstrapCompleted):
+            self._bootstrapped.add(event.instance_id)
+        self.emit(event)
 
     def on(self, event_type: Any, handler: Callable[[Any], Any]) -> Callable[[], None]:
         """Call ``handler`` for every event of ``event_type`` (a type, tuple or union).
@@ -165,7 +173,7 @@ class ComputePool:
         self.close()
 
     def open(self) -> None:
-        from skyward.events import InfraCreated, InfraCreating, PoolStarted
+        from skyward.events import BootstrapCompleted, InfraCreated, InfraCreating, PoolStarted
 
         with self._state_lock:
             if self._state != "new":
@@ -174,10 +182,13 @@ class ComputePool:
         self._pump = _EventPump(self._bus.emit)
         try:
             self.emit(InfraCreating())
-            region = self._driver.prepare(self.spec, self.emit)
+            region = self._driver.prepare(self.spec, self._emit_from_driver)
             self.emit(InfraCreated(region=region))
-            self._nodes = self._driver.launch(self.spec, self._user_data, self.emit)
+            self._nodes = self._driver.launch(self.spec, self._user_data, self._emit_from_driver)
             self._connect()
+            for handle in self._nodes:  # a cloud driver cannot see its agents come up; the pool can
+                if handle.instance_id not in self._bootstrapped:
+                    self.emit(BootstrapCompleted(instance_id=handle.instance_id))
         except BaseException:
             self._teardown_after_failure()
             raise
