@@ -205,12 +205,12 @@ def test_reaping_takes_dead_or_expired_skyward_instances_only() -> None:
 
 
 def test_host_firewall_goes_first_and_admits_the_client_only() -> None:
-    script = with_host_firewall("#!/usr/bin/env bash\nset -euo pipefail\necho hi\n", 16789, "203.0.113.7/32")
+    script = with_host_firewall("#!/usr/bin/env bash\nset -euo pipefail\necho hi\n", (16789, 16791), "203.0.113.7/32")
     lines = script.splitlines()
     assert lines[0] == "#!/usr/bin/env bash" and lines[-2:] == ["set -euo pipefail", "echo hi"]
-    assert "iptables -I INPUT -p tcp --dport 16789 ! -s 203.0.113.7/32 -j DROP" in script
+    assert "iptables -I INPUT -p tcp --dport 16789:16791 ! -s 203.0.113.7/32 -j DROP" in script
     with pytest.raises(ProvisioningError):
-        with_host_firewall("echo no shebang", 1, "1.2.3.4/32")
+        with_host_firewall("echo no shebang", (1, 2), "1.2.3.4/32")
 
 
 def test_default_image_and_capacity_refusals() -> None:

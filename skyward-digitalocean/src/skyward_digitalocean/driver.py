@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from skyward.agent.config import node_ports
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
@@ -159,21 +160,22 @@ class DigitalOceanDriver:
         self._tag = pool_tag(spec.pool_id, expires)
         name = resource_name(spec.pool_id, expires)
         self.api.create_tag(self._tag)  # the firewall names it; "skyward" itself comes with the first droplet
-        firewall = self.api.create_firewall(self.firewall_body(name, self._tag, firewall_source(address)))
+        ports = node_ports(config.agent_port, spec.workers_per_node)
+        firewall = self.api.create_firewall(self.firewall_body(name, self._tag, firewall_source(address), ports))
         self._firewall_id = str(firewall["id"])
         key = self.api.create_ssh_key(name, throwaway_public_key(name))
         self._key_id = int(key["id"])
         return config.region
 
-    def firewall_body(self, name: str, tag: str, client_cidr: str) -> dict[str, Any]:
-        """Inbound: the agent port from the client only, and anything between the pool's
+    def firewall_body(self, name: str, tag: str, client_cidr: str, ports: tuple[int, int]) -> dict[str, Any]:
+        """Inbound: the node's ports (agent, then one per worker) from the client only, and anything between the pool's
         own droplets (distributed training picks its ports at run time). Outbound: all
         (apt, pip, uv); DO drops outbound traffic a firewall does not allow."""
         everywhere = {"addresses": ["0.0.0.0/0", "::/0"]}
         return {
             "name": name,
             "inbound_rules": [
-                {"protocol": "tcp", "ports": str(self.config.agent_port), "sources": {"addresses": [client_cidr]}},
+                {"protocol": "tcp", "ports": "{}-{}".format(*ports), "sources": {"addresses": [client_cidr]}},
                 {"protocol": "tcp", "ports": "0", "sources": {"tags": [tag]}},
                 {"protocol": "udp", "ports": "0", "sources": {"tags": [tag]}},
                 {"protocol": "icmp", "sources": {"tags": [tag]}},

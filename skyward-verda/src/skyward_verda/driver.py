@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from skyward.agent.config import node_ports
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
@@ -49,8 +50,8 @@ def cloud_bootstrap_context() -> BootstrapContext:
     return BootstrapContext(local=False, skyward_requirement=core, pinned=tuple(pinned))
 
 
-def with_host_firewall(script: str, port: int, client_cidr: str) -> str:
-    """The script with a first step that drops the agent port's traffic from anyone but
+def with_host_firewall(script: str, ports: tuple[int, int], client_cidr: str) -> str:
+    """The script with a first step that drops the node ports' traffic (agent and workers) from anyone but
     the client: Verda's public API has no cloud firewall, so the node makes its own (the
     agent also accepts only the pool's CURVE key; this keeps everyone else off the port)."""
     shebang, _, rest = script.partition("\n")
@@ -59,8 +60,8 @@ def with_host_firewall(script: str, port: int, client_cidr: str) -> str:
     block = (
         "# skyward-verda: admit the agent port from the client only (Verda has no cloud firewall API)\n"
         'if [ "$(id -u)" = 0 ] && command -v iptables >/dev/null 2>&1; then\n'
-        f"  iptables -C INPUT -p tcp --dport {port} ! -s {client_cidr} -j DROP 2>/dev/null \\\n"
-        f"    || iptables -I INPUT -p tcp --dport {port} ! -s {client_cidr} -j DROP\n"
+        f"  iptables -C INPUT -p tcp --dport {ports[0]}:{ports[1]} ! -s {client_cidr} -j DROP 2>/dev/null \\\n"
+        f"    || iptables -I INPUT -p tcp --dport {ports[0]}:{ports[1]} ! -s {client_cidr} -j DROP\n"
         "fi\n"
     )
     return f"{shebang}\n{block}{rest}"
@@ -272,7 +273,8 @@ class VerdaDriver:
             for plan in self._plans:
                 name = hostname(spec.pool_id, plan.node)
                 script = user_data(plan.node, bind, context, run_dir=run_dir(spec.pool_id), instance_id=name)
-                script = with_host_firewall(script, self.config.agent_port, self._client_cidr)
+                ports = node_ports(self.config.agent_port, spec.workers_per_node)
+                script = with_host_firewall(script, ports, self._client_cidr)
                 script_id = self.api.create_script(resource_name(spec.pool_id, self._expires, plan.node), script)
                 self._scripts.append(script_id)
                 nodes.append(_Node(plan, name, script_id))

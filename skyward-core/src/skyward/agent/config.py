@@ -10,7 +10,16 @@ from typing import Any
 ENV_VAR = "SKYWARD_AGENT_CONFIG"
 READY_MARKER = "::skyward-ready"
 DEFAULT_AGENT_PORT = 16789  # what cloud providers open to the client's address only
-BIND_HOST_ENV = "SKYWARD_BIND_HOST"  # overrides the host of a tcp bind (emulated instances)
+BIND_HOST_ENV = "SKYWARD_BIND_HOST"
+
+
+def node_ports(base: int, workers_per_node: int) -> tuple[int, int]:
+    """The inclusive range of tcp ports a node listens on: its agent's at ``base``, then one
+    per worker right after it (the client talks to each worker directly). Firewalls open
+    exactly this range to the client's address."""
+    return base, base + workers_per_node  # overrides the host of a tcp bind (emulated instances)
+
+
 STEP_MARKER = "::skyward-step"
 
 
