@@ -83,7 +83,8 @@ class EmulatedInstance:
     directory: Path
     process: subprocess.Popen[bytes]
     started_at: float = field(default_factory=time.monotonic)
-    stopped: bool = False
+    stopping: bool = False  # stop() under way
+    stopped: bool = False  # every process of the instance is gone
     stop_reason: str = ""
     requests_offset: int = 0
     scheduled: threading.Timer | None = None
@@ -122,8 +123,8 @@ class EmulatedInstances:
     """Runs instances' user-data as isolated local process trees (see the module docs).
 
     terminate:          called with the instance id when the instance powers itself off
-                        (``shutdown``, ``poweroff``): the cloud glue ends the instance in
-                        its emulator. The harness then stops the process tree itself.
+                        (``shutdown``, ``poweroff``), after its process tree has stopped:
+                        the cloud glue ends the instance in its emulator.
     root:               where instance directories go (must not be under ``/tmp``).
     agent_port:         the agent's port, for :meth:`endpoint_for`.
     shutdown_time_scale: multiplies delays of scheduled shutdowns (``shutdown -h +2``),
@@ -245,9 +246,9 @@ class EmulatedInstances:
         """End the instance's process tree (the cloud terminated or stopped it)."""
         with self._lock:
             instance = self._instances.get(instance_id)
-            if instance is None or instance.stopped:
+            if instance is None or instance.stopping:
                 return
-            instance.stopped = True
+            instance.stopping = True
             instance.stop_reason = reason
             if instance.scheduled is not None:
                 instance.scheduled.cancel()
@@ -262,10 +263,14 @@ class EmulatedInstances:
         deadline = time.monotonic() + 10
         while namespace is not None and _namespace_members(namespace) and time.monotonic() < deadline:
             time.sleep(0.02)  # the kernel ends the namespace's processes asynchronously
+        instance.stopped = True
 
     def is_running(self, instance_id: str) -> bool:
         instance = self._instances.get(instance_id)
-        return instance is not None and not instance.stopped and instance.process.poll() is None
+        if instance is None or instance.stopped:
+            return False
+        # while stop() waits for the namespace to empty, the instance still counts as running
+        return instance.stopping or instance.process.poll() is None
 
     def started(self) -> list[str]:
         return list(self._instances)
@@ -318,7 +323,7 @@ class EmulatedInstances:
     def _watch(self) -> None:
         while not self._closed.is_set():
             with self._lock:
-                instances = [i for i in self._instances.values() if not i.stopped]
+                instances = [i for i in self._instances.values() if not i.stopping]
             for instance in instances:
                 for request in self._new_requests(instance):
                     self._handle(instance, request)
@@ -355,11 +360,13 @@ class EmulatedInstances:
             instance.scheduled = None
 
     def _power_off(self, instance_id: str, reason: str) -> None:
+        # the machine goes down first, then its cloud notices: by the time the emulator
+        # reports the instance off or terminated, none of its processes runs any more
+        self.stop(instance_id, reason=reason)
         try:
             self.terminate_callback(instance_id)
-        except Exception as error:  # recorded for the test to see; the tree still stops
+        except Exception as error:  # recorded for the test to see
             self.errors.append(f"terminate({instance_id}) failed: {error!r}")
-        self.stop(instance_id, reason=reason)
 
 
 def _pid_namespace_of_child(pid: int) -> str | None:

@@ -14,6 +14,8 @@ import pytest
 
 from harness import EmulatedInstances, UnsafeUserData, check_user_data, decode_user_data, recorder
 
+_REPO = Path(__file__).resolve().parents[2]
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="emulated instances need root (namespaces)")
 
 
@@ -161,11 +163,12 @@ def test_uv_mirror_builds_real_environments_from_the_test_environment(harness: E
     import cloudpickle
 
     version = cloudpickle.__version__
+    core = (_REPO / "skyward-core").as_uri()
     _run(
         harness,
         "i-uv",
         f"""uv venv --quiet --python 3.{sys.version_info.minor} "$HOME/env"
-uv pip install --quiet --python "$HOME/env/bin/python" cloudpickle=={version} 'skyward-core @ file:///work/main/skyward-core'
+uv pip install --quiet --python "$HOME/env/bin/python" cloudpickle=={version} 'skyward-core @ {core}'
 "$HOME/env/bin/python" -c 'import cloudpickle, skyward; print(cloudpickle.__version__)' > "$HOME/ok"
 uv pip install --python "$HOME/env/bin/python" not-a-package-in-the-mirror 2> "$HOME/missing" \\
   || echo $? >> "$HOME/missing"

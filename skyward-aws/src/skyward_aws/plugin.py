@@ -1,3 +1,31 @@
 """Hook implementations of skyward-aws, loaded through the ``skyward`` entry-point group."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from skyward.plugins.contributions import ProviderPlugin, VolumePlugin
+from skyward.plugins.hookspecs import hookimpl
+
+
+@hookimpl
+def skyward_providers() -> Sequence[ProviderPlugin]:
+    from skyward_aws.config import AWS
+    from skyward_aws.driver import AWSDriver
+
+    return [ProviderPlugin(name="aws", config_type=AWS, create_driver=AWSDriver)]
+
+
+@hookimpl
+def skyward_volumes() -> Sequence[VolumePlugin]:
+    from skyward_aws.volumes import S3Volume, mount_script
+
+    return [VolumePlugin(name="s3", volume_type=S3Volume, mount_script=mount_script)]  # type: ignore[arg-type]
+
+
+@hookimpl
+def skyward_exports() -> Mapping[str, object]:
+    from skyward_aws.config import AWS
+    from skyward_aws.volumes import S3Volume
+
+    return {"AWS": AWS, "S3Volume": S3Volume}

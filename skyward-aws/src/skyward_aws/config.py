@@ -1,0 +1,128 @@
+"""``AWS``: the provider's configuration, validated when it is made.
+
+Everything here is a value: constructing ``AWS(...)`` touches no network and provisions
+nothing. Credentials are never part of it; boto3 finds them through its usual chain
+(environment, shared config and profiles, SSO, instance roles).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from skyward.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from skyward_aws.endpoints import EndpointResolver
+
+_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+_AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
+_SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_PROFILE_RE = re.compile(r"^[\w+=,.@-]{1,128}$")
+
+# A rule wider than this is, for practical purposes, open to the internet.
+MIN_CLIENT_PREFIX = {4: 8, 6: 32}
+
+
+def parse_client_cidr(value: str) -> str:
+    """The client's address as the CIDR the security group opens the agent port to.
+
+    A bare address becomes a single-host network (``/32`` or ``/128``). Networks wider
+    than ``/8`` (IPv4) or ``/32`` (IPv6), ``0.0.0.0/0`` above all, are refused: the agent
+    port is never opened to the internet.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(
+            f"AWS(client_cidr={value!r}): give an address such as '203.0.113.7' or '203.0.113.0/24'"
+        )
+    try:
+        network = ipaddress.ip_network(value.strip(), strict=False)
+    except ValueError:
+        raise ConfigurationError(
+            f"AWS(client_cidr={value!r}) is not an IP address or network; give e.g. '203.0.113.7' or '203.0.113.0/24'"
+        )
+    floor = MIN_CLIENT_PREFIX[network.version]
+    if network.prefixlen < floor:
+        raise ConfigurationError(
+            f"AWS(client_cidr={value!r}) would open the agent port to {network.num_addresses:,} addresses; "
+            f"skyward never opens it to the internet. Give this machine's address (a /{network.max_prefixlen}) "
+            f"or your network's range (at most /{floor} wide)"
+        )
+    return str(network)
+
+
+@dataclass(frozen=True)
+class AWS:
+    """Run a pool's nodes on Amazon EC2.
+
+    region:            the AWS region, e.g. ``"us-east-1"``.
+    use_ssm:           reach each node's agent through an AWS Systems Manager port
+                       forwarding session instead of its public address: the security
+                       group then opens no port to the outside at all, nodes get an
+                       instance profile with ``AmazonSSMManagedInstanceCore`` (which also
+                       lets you ``aws ssm start-session`` into them), and the client needs
+                       the ``session-manager-plugin`` executable.
+    client_cidr:       the address (or network) allowed to reach the agent port.
+                       ``None`` discovers this machine's public address when the pool
+                       starts (https://checkip.amazonaws.com). Never ``0.0.0.0/0``.
+    bootstrap_timeout: seconds to wait for every node's agent, environment build
+                       included, before the pool gives up and removes everything.
+    grace_period:      seconds an agent keeps running without hearing from its client.
+    ami:               an explicit image id; ``None`` picks AWS's current GPU, Neuron or
+                       Ubuntu image for the instance type (see ``skyward_aws.ami``).
+    subnet_ids:        subnets to launch in (one VPC); ``()`` uses the region's default
+                       VPC, in the zones that offer the instance type.
+    instance_profile:  an existing IAM instance profile for the nodes. ``None`` creates
+                       one per pool when S3 volumes or ``use_ssm`` need it, and removes
+                       it at the end.
+    endpoint_resolver: how the client reaches a node's agent (see
+                       ``skyward_aws.endpoints``); ``None`` uses the public address, or
+                       SSM tunnels with ``use_ssm``.
+    """
+
+    region: str = "us-east-1"
+    use_ssm: bool = False
+    client_cidr: str | None = None
+    bootstrap_timeout: float = 900.0
+    grace_period: float = 30.0
+    ami: str | None = None
+    subnet_ids: Sequence[str] = ()
+    instance_profile: str | None = None
+    endpoint_resolver: EndpointResolver | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.region, str) or not _REGION_RE.match(self.region):
+            raise ConfigurationError(f"AWS(region={self.region!r}) is not an AWS region name such as 'us-east-1'")
+        if not isinstance(self.use_ssm, bool):
+            raise ConfigurationError(f"AWS(use_ssm={self.use_ssm!r}) must be True or False")
+        if self.client_cidr is not None:
+            object.__setattr__(self, "client_cidr", parse_client_cidr(self.client_cidr))
+        for name in ("bootstrap_timeout", "grace_period"):
+            value: Any = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 24 * 3600:
+                raise ConfigurationError(f"AWS({name}={value!r}) must be a number of seconds in (0, 86400]")
+        if self.ami is not None and (not isinstance(self.ami, str) or not _AMI_RE.match(self.ami)):
+            raise ConfigurationError(f"AWS(ami={self.ami!r}) is not an image id such as 'ami-0123456789abcdef0'")
+        if isinstance(self.subnet_ids, str):
+            raise ConfigurationError(
+                f"AWS(subnet_ids=...) takes a list of subnet ids, got the string {self.subnet_ids!r}"
+            )
+        subnets = tuple(self.subnet_ids)
+        for subnet in subnets:
+            if not isinstance(subnet, str) or not _SUBNET_RE.match(subnet):
+                raise ConfigurationError(
+                    f"AWS(subnet_ids=...): {subnet!r} is not a subnet id such as 'subnet-0abc1234'"
+                )
+        object.__setattr__(self, "subnet_ids", subnets)
+        if self.instance_profile is not None and (
+            not isinstance(self.instance_profile, str) or not _PROFILE_RE.match(self.instance_profile)
+        ):
+            raise ConfigurationError(f"AWS(instance_profile={self.instance_profile!r}) is not an instance profile name")
+        if self.endpoint_resolver is not None and not callable(getattr(self.endpoint_resolver, "resolve", None)):
+            raise ConfigurationError(
+                f"AWS(endpoint_resolver={self.endpoint_resolver!r}) must have a resolve(instance) method "
+                "(see skyward_aws.endpoints.EndpointResolver)"
+            )

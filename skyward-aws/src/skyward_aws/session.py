@@ -1,0 +1,83 @@
+"""boto3 sessions and clients, the credentials check, and AWS errors in words.
+
+Credentials come from boto3's usual chain and stay in this process: the driver passes
+none to any node, user-data or log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from skyward.errors import ConfigurationError, ProvisioningError, SkywardError
+
+NO_CREDENTIALS = (
+    "no AWS credentials found. boto3 looked in the environment (AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE), the shared files (~/.aws/credentials, ~/.aws/config), "
+    "SSO and an instance role. Set them up with `aws configure` (or `aws sso login --profile NAME` "
+    "and AWS_PROFILE=NAME) and try again"
+)
+
+_AUTH_CODES = {
+    "AuthFailure": "AWS rejected the credentials",
+    "InvalidClientTokenId": "AWS does not know these credentials",
+    "SignatureDoesNotMatch": "the secret access key does not match the access key id",
+    "ExpiredToken": "the session credentials have expired",
+    "ExpiredTokenException": "the session credentials have expired",
+    "RequestExpired": "the request expired (is this machine's clock right?)",
+    "UnauthorizedOperation": "these credentials may not do this",
+    "AccessDenied": "these credentials may not do this",
+    "AccessDeniedException": "these credentials may not do this",
+}
+
+
+def new_session(region: str) -> Any:
+    import boto3
+
+    return boto3.Session(region_name=region)
+
+
+def require_credentials(session: Any) -> None:
+    """Raise a ConfigurationError that says what to do when boto3 finds no credentials."""
+    try:
+        credentials = session.get_credentials()
+    except Exception as error:  # a broken profile, an SSO cache that needs a login
+        raise ConfigurationError(f"{NO_CREDENTIALS} (boto3: {error})")
+    if credentials is None:
+        raise ConfigurationError(NO_CREDENTIALS)
+
+
+@dataclass(frozen=True)
+class Clients:
+    ec2: Any
+    ssm: Any
+    iam: Any
+    launch: Any  # EC2 without botocore's own retries: the spot strategy decides
+
+
+def make_clients(session: Any, region: str) -> Clients:
+    from botocore.config import Config
+
+    standard = Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=10, read_timeout=60)
+    single = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=60)
+    return Clients(
+        ec2=session.client("ec2", region_name=region, config=standard),
+        ssm=session.client("ssm", region_name=region, config=standard),
+        iam=session.client("iam", region_name=region, config=standard),
+        launch=session.client("ec2", region_name=region, config=single),
+    )
+
+
+def explain(error: BaseException, doing: str) -> SkywardError:
+    """A botocore error as a Skyward error that says what happened and what to do."""
+    from botocore.exceptions import ClientError, NoCredentialsError
+
+    if isinstance(error, NoCredentialsError):
+        return ConfigurationError(NO_CREDENTIALS)
+    if isinstance(error, ClientError):
+        code = error.response["Error"]["Code"]
+        message = error.response["Error"].get("Message", "")
+        if code in _AUTH_CODES:
+            return ConfigurationError(f"while {doing}: {_AUTH_CODES[code]} ({code}: {message})")
+        return ProvisioningError(f"while {doing}: {code}: {message}")
+    return ProvisioningError(f"while {doing}: {error}")

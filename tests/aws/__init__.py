@@ -1,0 +1,1 @@
+"""Tests of the skyward-aws provider against moto (marked cloud)."""
