@@ -48,17 +48,20 @@ def head_endpoint(info: InstanceInfo, backend: str) -> tuple[str, int]:
     return info.head_addr, info.head_port
 
 
-def process_group_env(info: InstanceInfo, backend: str) -> dict[str, str]:
+def process_group_env(info: InstanceInfo, backend: str, master_port: int | None = None) -> dict[str, str]:
     """torchrun's variables for this worker slot.
 
     Ranks count worker slots, not nodes (see :class:`InstanceInfo`): with several
     workers per node (MIG partitions, ``concurrency``) each slot is a rank of its own,
-    and ``LOCAL_RANK`` is its index on the node.
+    and ``LOCAL_RANK`` is its index on the node. ``MASTER_PORT`` is the head's port
+    unless the backend's store listens elsewhere (``master_port``).
     """
     addr, port = head_endpoint(info, backend)
+    if master_port is not None and not 0 < master_port < 65536:
+        raise ValueError(f"master_port must be a port number, got {master_port}")
     return {
         "MASTER_ADDR": addr,
-        "MASTER_PORT": str(port),
+        "MASTER_PORT": str(port if master_port is None else master_port),
         "WORLD_SIZE": str(info.world_size),
         "RANK": str(info.rank),
         "LOCAL_RANK": str(info.worker),
