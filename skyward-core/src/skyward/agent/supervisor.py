@@ -9,11 +9,13 @@ to workers directly (see ``worker.py``), which saves a relay hop each way.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -27,6 +29,8 @@ from skyward.transport import security, wire
 
 _POLL_MS = 200
 _PING_INTERVAL = 1.0
+_NOTICE_SCAN_INTERVAL = 1.0
+_NOTICE_MAX_BYTES = 64 * 1024
 _WORKER_START_TIMEOUT = 120.0
 
 
@@ -45,6 +49,7 @@ class Supervisor:
         self.backend_endpoint = f"ipc://{config.run_dir}/node-{config.node}-control.sock"
         self.workers: dict[int, WorkerProcess] = {}
         self.client: bytes | None = None
+        self.bound_endpoint = ""  # where the frontend listens, as bound (reported in INFO)
         self.cluster: bytes | None = None
         self.started = time.monotonic()
         self.last_heard = time.monotonic()
@@ -53,6 +58,10 @@ class Supervisor:
         self.stopping = False
         self.exit_reason = ""
         self.sampler = MetricsSampler() if config.metrics_interval > 0 else None
+        # Other processes on the node (a cloud's spot-interruption watcher) drop notices
+        # here, one JSON object per file; the agent forwards them to the pool.
+        self.notices = Path(config.run_dir) / f"notices-{config.node}"
+        self.last_notice_scan = 0.0
 
     # -- workers ------------------------------------------------------------------------
 
@@ -128,6 +137,7 @@ class Supervisor:
         else:
             self.frontend.bind(bind)
         endpoint = self.frontend.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.bound_endpoint = endpoint
         if endpoint.startswith("ipc://"):
             os.chmod(endpoint.removeprefix("ipc://"), 0o600)
         self.last_heard = time.monotonic()
@@ -197,6 +207,7 @@ class Supervisor:
             "node": self.config.node,
             "workers": self.config.workers,
             "endpoints": [self.workers[i].endpoint for i in range(self.config.workers)],
+            "agent_endpoint": self.bound_endpoint,
             "python": platform.python_version(),
             "cloudpickle": cloudpickle.__version__,
             "skyward": skyward.__version__,
@@ -282,12 +293,37 @@ class Supervisor:
         if now - self.last_ping >= _PING_INTERVAL:
             self.last_ping = now
             self._send_client([wire.PING])
+        if self.client is not None and now - self.last_notice_scan >= _NOTICE_SCAN_INTERVAL:
+            self.last_notice_scan = now
+            self._forward_dropped_notices()
         if self.sampler is not None and self.client is not None and now - self.last_metrics >= c.metrics_interval:
             self.last_metrics = now
             self._send_client([wire.METRICS, wire.encode_json(self.sampler.sample())])
         for worker in list(self.workers.values()):
             if worker.outputs and worker.process.poll() is not None:
                 self._on_worker_exit(worker)  # died without closing its pipes (a grandchild holds them)
+
+    def _forward_dropped_notices(self) -> None:
+        """Send each complete ``*.json`` file of the drop box to the pool as a NOTICE, then
+        remove it. Writers create files whole and rename them into place (names starting
+        with "." are unfinished). Only JSON objects with a "kind" pass; anything else is
+        reported as a bad notice, so a broken watcher is seen rather than ignored."""
+        try:
+            entries = sorted(p for p in self.notices.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for path in entries:
+            try:
+                if path.stat().st_size > _NOTICE_MAX_BYTES:
+                    raise ValueError(f"larger than {_NOTICE_MAX_BYTES} bytes")
+                payload = json.loads(path.read_text())
+                if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
+                    raise ValueError("not a JSON object with a 'kind'")
+            except (OSError, ValueError) as error:
+                payload = {"kind": "bad-notice", "message": f"node {self.config.node}: ignored {path.name}: {error}"}
+            payload["node"] = self.config.node
+            self._notice(payload)
+            path.unlink(missing_ok=True)
 
     def _stop(self, reason: str) -> None:
         self.stopping = True

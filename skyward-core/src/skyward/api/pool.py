@@ -125,6 +125,7 @@ class ComputePool:
         self._state = "new"  # new -> starting -> active -> stopped
         self._stop_error: BaseException | None = None
         self._head_port = _free_port()
+        self._cluster: list[bytes] = []
         self._progress_lock = threading.Lock()
         self._submitted = self._done = self._failed = 0
         self._last_progress = 0.0
@@ -250,7 +251,9 @@ class ComputePool:
         import cloudpickle
 
         endpoints = [n.endpoint for n in self._nodes]
-        self._client = PoolClient(endpoints, self._keys, self._on_node_message)
+        self._client = PoolClient(
+            endpoints, self._keys, self._on_node_message, rerun_interrupted=any(n.spot for n in self._nodes)
+        )
         timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
         infos = self._client.connect(timeout=timeout)
         for node, info in zip(self._nodes, infos, strict=True):
@@ -264,7 +267,8 @@ class ComputePool:
             "total_nodes": len(self._nodes),
             "job_id": self.spec.pool_id,
         }
-        self._client.broadcast_control([wire.CLUSTER, wire.encode_json(cluster)])
+        self._cluster = [wire.CLUSTER, wire.encode_json(cluster)]
+        self._client.broadcast_control(self._cluster)
 
     def _on_node_message(self, node: int, kind: bytes, payload: Any) -> None:
         from skyward.events import Error, LogLine, Metrics, Notice
@@ -278,8 +282,45 @@ class ComputePool:
         elif kind == wire.NOTICE:
             if payload.get("kind") == "worker-ready":
                 self.emit(Notice(message=f"node {node}: worker {payload['worker']} restarted and ready"))
+            elif payload.get("kind") == "interruption":
+                self._on_interruption(node, handle, str(payload.get("message")))
+            elif payload.get("kind") == "rebalance":
+                self.emit(Notice(message=f"node {node} ({handle.instance_id}): {payload.get('message')}"))
             else:
                 self.emit(Error(message=str(payload.get("message")), instance_id=handle.instance_id))
+
+    def _on_interruption(self, node: int, handle: NodeHandle, reason: str) -> None:
+        """A spot node got its notice: tell the user, move its work to the other nodes,
+        and, where the provider's strategy says so (Spot.Always), start a replacement."""
+        from skyward.events import InstanceInterrupted
+
+        self.emit(InstanceInterrupted(instance_id=handle.instance_id, node=node, reason=reason))
+        if self._client is not None:
+            self._client.drain_node(node)
+        replaces = getattr(self._driver, "replaces_interrupted", None)
+        if replaces is not None and replaces(self.spec):
+            threading.Thread(
+                target=self._replace_node, args=(node, handle), name=f"skyward-replace-{node}", daemon=True
+            ).start()
+
+    def _replace_node(self, node: int, handle: NodeHandle) -> None:
+        from skyward.events import Error, Notice
+
+        try:
+            new = self._driver.replace(self.spec, handle, self._user_data, self.emit)  # type: ignore[attr-defined]
+            timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
+            if self._client is None or self._state != "active":
+                return
+            self._client.replace_node(node, new.endpoint, self._cluster, timeout)
+            self._nodes[node] = new
+            self.emit(Notice(message=f"node {node} replaced: {handle.instance_id} -> {new.instance_id}"))
+        except Exception as error:
+            self.emit(
+                Error(
+                    message=f"node {node} could not be replaced after its interruption: {error}",
+                    instance_id=handle.instance_id,
+                )
+            )
 
     def _priced(self) -> list[Any]:
         from skyward.cost import PricedInstance

@@ -77,3 +77,11 @@ class ProviderDriver(Protocol):
 
     def teardown(self) -> None:
         """Remove what ``prepare`` made."""
+
+    # Optional, for providers with a spot market (the pool looks them up with getattr):
+    #
+    # def replaces_interrupted(self, spec: Any) -> bool:
+    #     """Whether a node reclaimed by the provider should be replaced (Spot.Always)."""
+    #
+    # def replace(self, spec: Any, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
+    #     """Start a new node with ``handle.node``'s index; return once its agent listens."""

@@ -56,6 +56,8 @@ class _Task:
     frames: list[serialize.Frame] | None  # [fn_key, fn_bytes, *argument frames]
     node: int | None = None
     worker: int | None = None
+    retry: list[serialize.Frame] | None = None  # kept after sending when tasks may re-run
+    reruns: int = 0
 
 
 @dataclass
@@ -87,6 +89,7 @@ class _Node:
     last_heard: float = field(default_factory=time.monotonic)
     lost: bool = False
     said_bye: bool = False
+    draining: bool = False  # interrupted: no new work; its running tasks re-run elsewhere
 
 
 def rebuild_exception(frames: Sequence[Any], node: int) -> BaseException:
@@ -101,13 +104,20 @@ def rebuild_exception(frames: Sequence[Any], node: int) -> BaseException:
     return exc
 
 
-def worker_endpoint(agent_endpoint: str, bound: str) -> str:
+def worker_endpoint(agent_endpoint: str, bound: str, agent_bound: str | None = None) -> str:
     """Where to reach a worker: its ipc path, or its tcp port on the agent's host (a worker
-    bound to 0.0.0.0 is reached at the address the client already uses for its node)."""
+    bound to 0.0.0.0 is reached at the address the client already uses for its node).
+
+    ``agent_bound`` is the agent's own bound endpoint (from its INFO). When the client
+    reaches the agent through a port mapping (an SSM tunnel, NAT), the workers keep their
+    offset from the agent's port: agent 16789 -> local 40000 puts worker 16790 at 40001."""
     if bound.startswith("ipc://"):
         return bound
-    host = agent_endpoint.rsplit(":", 1)[0]
-    return f"{host}:{bound.rsplit(':', 1)[1]}"
+    host, agent_port = agent_endpoint.rsplit(":", 1)
+    port = int(bound.rsplit(":", 1)[1])
+    if agent_bound and agent_bound.startswith("tcp://"):
+        port = int(agent_port) + port - int(agent_bound.rsplit(":", 1)[1])
+    return f"{host}:{port}"
 
 
 class PoolClient:
@@ -117,7 +127,13 @@ class PoolClient:
         keys: CurveKeys | None,
         on_message: MessageHandler,
         node_timeout: float = 20.0,
+        rerun_interrupted: bool = False,
     ) -> None:
+        # rerun_interrupted: keep each task's frames until its result arrives, so the
+        # tasks of a node that gets an interruption notice can run again elsewhere (costs
+        # the memory of the payloads in flight; the pool turns it on for spot pools)
+        self._rerun_interrupted = rerun_interrupted
+        self._calls: deque[Callable[[], None]] = deque()
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._keys = keys
         self._on_message = on_message
@@ -188,7 +204,9 @@ class PoolClient:
             self._poller.register(node.socket, zmq.POLLIN)
             self._by_socket[node.socket] = node
             for index, bound in enumerate(node.info["endpoints"]):
-                worker = _Worker(node.index, index, worker_endpoint(node.endpoint, bound))
+                worker = _Worker(
+                    node.index, index, worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint"))
+                )
                 node.workers.append(worker)
                 self._open_worker(worker)
         self._poller.register(self._wake_pull, zmq.POLLIN)
@@ -250,7 +268,7 @@ class PoolClient:
         with self._lock:
             if self._closed_reason is not None:
                 raise self._closed_reason
-            idle = [w for n in self._nodes if not n.lost for w in n.workers if w.free > 0]
+            idle = [w for n in self._nodes if not n.lost and not n.draining for w in n.workers if w.free > 0]
             if not idle:
                 return None
             worker = max(idle, key=lambda w: w.free)
@@ -415,6 +433,9 @@ class PoolClient:
             self._wake_pending = False
             incoming, self._incoming = self._incoming, deque()
             control, self._control = self._control, deque()
+            calls, self._calls = self._calls, deque()
+        for call in calls:
+            call()
         for frames in control:
             for node in self._nodes:
                 if not node.lost:
@@ -429,7 +450,7 @@ class PoolClient:
                 self._nodes[task.node].workers[task.worker or 0].targeted.append(task_id)
 
     def _live_workers(self) -> list[_Worker]:
-        return [w for n in self._nodes if not n.lost for w in n.workers if w.free > 0]
+        return [w for n in self._nodes if not n.lost and not n.draining for w in n.workers if w.free > 0]
 
     def _dispatch(self) -> None:
         for node in self._nodes:
@@ -457,6 +478,8 @@ class PoolClient:
                 self._tasks.pop(task_id, None)
                 continue
             payload, task.frames = task.frames, None  # ZeroMQ owns the memory from here
+            if self._rerun_interrupted:
+                task.retry = payload
             task.node, task.worker = worker.node, worker.index
             fn_key = bytes(payload[0])
             fn_bytes = bytes(payload[1])
@@ -528,6 +551,8 @@ class PoolClient:
             lost = list(worker.inflight)
             worker.inflight.clear()
             for position, task_id in enumerate(lost):
+                if self._moved_away(task_id, node.index):
+                    continue
                 why = notice["message"] if position == 0 else (
                     f"worker {worker.index} on node {node.index} died ({notice['cause']}) before this task, "
                     "queued on it, had started"
@@ -537,10 +562,90 @@ class PoolClient:
             worker.generation += 1
         elif notice.get("kind") == "worker-ready":
             worker = node.workers[int(notice["worker"])]
-            worker.endpoint = worker_endpoint(node.endpoint, notice["endpoint"])
+            agent_bound = node.info.get("agent_endpoint") if node.info else None
+            worker.endpoint = worker_endpoint(node.endpoint, notice["endpoint"], agent_bound)
             self._close_worker_socket(worker)
             self._open_worker(worker)
             worker.available = True
+
+    # -- interrupted nodes (spot) ------------------------------------------------------------
+
+    def _on_io_thread(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            self._calls.append(call)
+            self._wake_pending = True
+        self._wake()
+
+    def drain_node(self, index: int) -> None:
+        """The node will go away (a spot interruption notice): give it no new work and
+        re-run its running and queued tasks on the other nodes. The first result of a
+        task wins; a late one from the interrupted node is dropped. Tasks meant for that
+        node alone (``@`` broadcasts) stay: they may still finish before it goes."""
+        self._on_io_thread(lambda: self._drain(index))
+
+    def _drain(self, index: int) -> None:
+        node = self._nodes[index]
+        node.draining = True
+        for worker in node.workers:
+            worker.available = False
+            for task_id in list(worker.inflight):
+                task = self._tasks.get(task_id)
+                if task is None or task.retry is None or task.reruns >= 1 or task.node is None:
+                    continue
+                if task_id in worker.targeted:
+                    continue
+                task.frames, task.reruns = task.retry, task.reruns + 1
+                task.node = task.worker = None
+                self._queue_any.appendleft(task_id)
+
+    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> dict[str, Any]:
+        """Swap node ``index`` for a new agent at ``endpoint`` (the provider launched a
+        replacement): handshake here, then hand the sockets to the I/O thread."""
+        sock = self._socket(zmq.DEALER, endpoint)
+        deadline = time.monotonic() + timeout
+        info: dict[str, Any] | None = None
+        while info is None:
+            if time.monotonic() > deadline:
+                sock.close(linger=0)
+                raise ProvisioningError(
+                    f"the replacement of node {index} ({endpoint}) did not answer within {timeout:g} s"
+                )
+            sock.send(wire.HELLO)
+            if sock.poll(1000):
+                frames = sock.recv_multipart()
+                if frames[0] == wire.INFO:
+                    info = wire.decode_json(frames[1])
+        done = threading.Event()
+
+        def install() -> None:
+            old = self._nodes[index]
+            for worker in old.workers:
+                self._close_worker_socket(worker)
+            self._poller.unregister(old.socket)
+            self._by_socket.pop(old.socket, None)
+            old.socket.close(linger=0)
+            node = _Node(index, endpoint, sock, info=info)
+            self._nodes[index] = node
+            self._poller.register(sock, zmq.POLLIN)
+            self._by_socket[sock] = node
+            for w, bound in enumerate(info["endpoints"]):
+                worker = _Worker(index, w, worker_endpoint(endpoint, bound))
+                node.workers.append(worker)
+                self._open_worker(worker)
+            sock.send_multipart(cluster)
+            done.set()
+
+        self._on_io_thread(install)
+        if not done.wait(timeout):
+            raise ProvisioningError(f"could not install the replacement of node {index}")
+        return info
+
+    def _moved_away(self, task_id: int, index: int) -> bool:
+        """Whether a task sent to node ``index`` has since been re-queued or re-sent to
+        another node (after an interruption notice): its loss there is not a failure."""
+        with self._lock:
+            task = self._tasks.get(task_id)
+        return task is not None and task.node != index
 
     def _fail(self, task_id: int, error: BaseException) -> None:
         with self._lock:
@@ -561,6 +666,8 @@ class PoolClient:
             worker.last_death = reason
             worker.generation += 1
             for task_id in [*worker.inflight, *worker.targeted]:
+                if self._moved_away(task_id, index):
+                    continue  # re-queued elsewhere after an interruption notice
                 self._fail(task_id, NodeLostError(reason))
             worker.inflight.clear()
             worker.targeted.clear()
