@@ -1,0 +1,1 @@
+"""The systems a user would pick instead of Skyward, behind one small protocol."""

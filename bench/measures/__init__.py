@@ -1,0 +1,1 @@
+"""One module per measure; each has ``run(session) -> list[Measurement]``."""
