@@ -17,36 +17,20 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `fakes` and `harness`
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `fakes`, `harness`, `providers_support`
 
 from do_support import DropletWorld, emulate
 from fakes.digitalocean import TOKEN, FakeDigitalOcean
-from harness.netns import isolation_problem
+from providers_support import fail_cloud_test_outside_isolation, quick_settings, serve
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("cloud") is not None:
-        problem = isolation_problem()
-        if problem is not None:
-            pytest.fail(
-                f"cloud test outside an isolated network namespace: {problem}. Run it with: unshare --net -- sh -c "
-                "'ip link set lo up && SKYWARD_TEST_NETNS=1 .venv/bin/python -m pytest tests/digitalocean -m cloud', "
-                "or python3 tasks.py test",
-                pytrace=False,
-            )
+    fail_cloud_test_outside_isolation(item, "digitalocean")
 
 
 @pytest.fixture
 def fake_do() -> Iterator[FakeDigitalOcean]:
-    problem = isolation_problem()
-    if problem is not None:  # a fake that hands out addresses runs only where nothing else is reachable
-        pytest.fail(f"refusing to start the fake DigitalOcean API outside an isolated namespace: {problem}")
-    fake = FakeDigitalOcean()
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+    yield from serve(FakeDigitalOcean, "DigitalOcean")
 
 
 @pytest.fixture
@@ -59,18 +43,7 @@ def do_token(monkeypatch: pytest.MonkeyPatch) -> str:
 def do_config(fake_do: FakeDigitalOcean, do_token: str) -> object:
     from skyward_digitalocean import DigitalOcean
 
-    return DigitalOcean(
-        region="tor1",
-        api_url=fake_do.url,
-        address_url=f"{fake_do.url}/whoami",
-        poll_interval=0.02,
-        provision_timeout=20.0,
-        bootstrap_timeout=120.0,
-        grace_period=5.0,
-        api_timeout=5.0,
-        api_retries=4,
-        api_backoff=0.02,
-    )
+    return DigitalOcean(region="tor1", api_url=fake_do.url, **quick_settings(fake_do))
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@ user-data run by the emulated-instance harness (tests/harness)."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 from do_support import DropletWorld, emulate, nothing_left
 from fakes.digitalocean import FakeDigitalOcean
+from providers_support import vanish_client, wait_until
 
 import skyward
 from skyward import ComputePool, compute, gather
@@ -38,9 +38,7 @@ def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld,
         assert [r[0] for r in many] == [i * i for i in range(6)]
         assert all(fake.droplets[int(i)].status == "active" for i in ids)
     assert all(fake.droplets[int(i)].status == "deleted" for i in ids)  # deleted, not powered off
-    deadline = time.monotonic() + 10
-    while any(harness.is_running(i) for i in ids) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not any(harness.is_running(i) for i in ids), timeout=10, interval=0.05)
     assert not any(harness.is_running(i) for i in ids)
     assert nothing_left(fake) == {}
     assert fake.violations == []
@@ -79,10 +77,6 @@ def test_a_vanished_client_leaves_a_billed_droplet_that_the_next_pool_deletes(
 ) -> None:
     """The node's own TTL can only power it off, and DigitalOcean bills a powered-off
     droplet: the next pool start (the reaper) must delete it."""
-    import signal
-    import subprocess
-    import sys
-
     from skyward_digitalocean import reap
     from skyward_digitalocean.naming import pool_mark
 
@@ -91,22 +85,12 @@ def test_a_vanished_client_leaves_a_billed_droplet_that_the_next_pool_deletes(
     world_iter = emulate(fake_do, shutdown_time_scale=0.1)
     world = next(world_iter)
     fake = world.fake
-    child = subprocess.Popen(
-        [sys.executable, "-c", CLIENT, fake.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
     try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        assert line.startswith("OPEN"), (line, child.stderr.read() if child.poll() is not None else "")
-        (droplet_id,) = line.split()[1:]
+        droplet_id = vanish_client(CLIENT, fake.url)  # nobody will delete its droplet
         droplet = fake.droplets[int(droplet_id)]
-        child.send_signal(signal.SIGKILL)  # the client is gone: nobody will delete the droplet
-        child.wait(timeout=10)
-        deadline = time.monotonic() + 60
-        while droplet.status != "off" and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: droplet.status == "off", timeout=60)
         # the TTL powered the droplet off; DigitalOcean keeps billing it
-        assert droplet.status == "off" and world.powered_off == [droplet_id]
+        assert droplet.status == "off" and world.stopped == [droplet_id]
         assert not world.harness.is_running(droplet_id)
         # the next pool from this account deletes it before it makes anything
         with ComputePool(provider=do_config, nodes=1, display="quiet") as pool:
@@ -123,6 +107,4 @@ def test_a_vanished_client_leaves_a_billed_droplet_that_the_next_pool_deletes(
         assert nothing_left(fake) == {}
         assert fake.violations == []
     finally:
-        if child.poll() is None:
-            child.kill()
         next(world_iter, None)

@@ -1,9 +1,7 @@
-"""Pure parts of the DigitalOcean provider: config, names and tags, sizes, retries."""
+"""Pure parts of the DigitalOcean provider: config, names and tags, sizes (the rules it
+shares with other HTTP clouds are tested in tests/unit/test_cloud_providers.py)."""
 
 from __future__ import annotations
-
-import random
-import time
 
 import pytest
 from fakes.digitalocean import SIZES
@@ -13,7 +11,6 @@ from hypothesis import strategies as st
 import skyward as sky
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward_digitalocean import REGIONS, DigitalOcean
-from skyward_digitalocean.addresses import firewall_source, parse_client_address
 from skyward_digitalocean.api import DigitalOceanAPIError, make_client
 from skyward_digitalocean.driver import explain_create_error
 from skyward_digitalocean.naming import (
@@ -21,7 +18,6 @@ from skyward_digitalocean.naming import (
     DropletView,
     droplets_to_reap,
     expired_marks,
-    expiry,
     parse_pool_tag,
     parse_resource_name,
     pool_tag,
@@ -37,7 +33,6 @@ from skyward_digitalocean.offers import (
     parse_size,
     parse_sizes,
 )
-from skyward_digitalocean.retry import Backoff, Failure, call_with_retry, retry_after, should_retry
 
 pool_ids = st.from_regex(r"sky-[0-9a-f]{8}", fullmatch=True)
 epochs = st.integers(min_value=10**9, max_value=10**10)
@@ -82,25 +77,6 @@ def test_plain_http_api_only_on_loopback() -> None:
     make_client(DigitalOcean(api_url="http://127.0.0.1:9"), "t")  # allowed: a test double
 
 
-def test_client_address_is_one_ipv4_host() -> None:
-    assert firewall_source(parse_client_address(" 203.0.113.7\n", "x")) == "203.0.113.7/32"
-    for bad in ("0.0.0.0", "224.0.0.1", "169.254.1.1", "::1", "10.0.0.0/8"):
-        with pytest.raises(ConfigurationError):
-            parse_client_address(bad, "x")
-
-
-def _spec(**kwargs: object) -> object:
-    from skyward.api.spec import build_spec
-
-    args: dict[str, object] = dict(
-        provider=DigitalOcean(), image=None, pip=None, nodes=1, machine=None, accelerator=None, cpu=None,
-        memory=None, volume=None, spot=None, timeout=600, env=None, concurrency=1, display="quiet",
-        collect_metrics=False,
-    )  # fmt: skip
-    args.update(kwargs)
-    return build_spec(**args)  # type: ignore[arg-type]
-
-
 def test_spot_always_is_refused_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DIGITALOCEAN_TOKEN", "t")
     for spot in ("always", 0.5, sky.Spot.Always(retries=1)):
@@ -134,10 +110,6 @@ def test_pool_tags_and_names_round_trip(pool_id: str, expires: int) -> None:
     assert mark is not None and (mark.pool_id, mark.expires) == (pool_id, expires)
     mark = parse_resource_name(resource_name(pool_id, expires))
     assert mark is not None and (mark.pool_id, mark.expires) == (pool_id, expires)
-
-
-def test_expiry_covers_bootstrap_timeout_and_margin() -> None:
-    assert expiry(1000.0, timeout=600, bootstrap_timeout=300, ttl_margin=60) == 1000 + 300 + 600 + 60 + 300
 
 
 @given(
@@ -233,61 +205,3 @@ def test_capacity_errors_say_what_to_try() -> None:
     assert "another size" in text and "later" in text
     limit = DigitalOceanAPIError("create droplet", 422, "unprocessable_entity", "will exceed your droplet limit", {})
     assert "limit" in str(explain_create_error(limit, size, "tor1", 0, 1))
-
-
-# -- retries ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("method", "failure", "expected"),
-    [
-        ("POST", Failure(429, True, {}), True),
-        ("POST", Failure(500, True, {}), False),  # the droplet may exist: never a second one
-        ("POST", Failure(None, True, {}), False),  # timed out after sending
-        ("POST", Failure(None, False, {}), True),  # never reached the server
-        ("GET", Failure(503, True, {}), True),
-        ("DELETE", Failure(None, True, {}), True),
-        ("GET", Failure(404, True, {}), False),
-        ("GET", Failure(422, True, {}), False),
-    ],
-)
-def test_what_is_retried(method: str, failure: Failure, expected: bool) -> None:
-    assert should_retry(method, failure) is expected
-
-
-@given(st.integers(min_value=0, max_value=20), st.floats(min_value=0.001, max_value=5), st.integers())
-def test_backoff_grows_and_stays_under_the_cap(retry: int, base: float, seed: int) -> None:
-    backoff = Backoff(attempts=5, base=base, cap=30.0)
-    delay = backoff.delay(retry, None, random.Random(seed))
-    ceiling = min(30.0, base * 2**retry)
-    assert ceiling / 2 <= delay <= ceiling
-
-
-def test_retry_after_headers() -> None:
-    now = 1_000_000.0
-    assert retry_after({"Retry-After": "3"}, now) == 3.0
-    assert retry_after({"ratelimit-remaining": "0", "ratelimit-reset": str(int(now) + 7)}, now) == 7.0
-    assert retry_after({"ratelimit-remaining": "12", "ratelimit-reset": str(int(now) + 7)}, now) is None
-    assert retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 1.7e9) == 0.0  # in the past
-    assert retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:10 GMT"}, 1445412480.0) == 10.0
-    assert retry_after({}, now) is None
-
-
-def test_call_with_retry_repeats_429_then_gives_up() -> None:
-    calls: list[int] = []
-    waits: list[float] = []
-
-    class RateLimited(Exception):
-        pass
-
-    def fn() -> int:
-        calls.append(1)
-        raise RateLimited
-
-    with pytest.raises(RateLimited):
-        call_with_retry(
-            fn, method="POST", classify=lambda e: Failure(429, True, {}), backoff=Backoff(attempts=4, base=0.1),
-            sleep=waits.append, clock=time.time, rng=random.Random(1),
-        )  # fmt: skip
-    assert len(calls) == 4 and len(waits) == 3
-    assert waits[0] < waits[2]  # backing off

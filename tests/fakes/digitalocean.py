@@ -23,13 +23,13 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-from fakes.http import FakeHTTPServer, LoopbackAddresses, Request, Response
+from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
 
 TOKEN = "dop_v1_fake_0123456789abcdef"
 USER_DATA_LIMIT = 64 * 1024
@@ -158,7 +158,7 @@ def _error(status: int, error_id: str, message: str, **extra: Any) -> Response:
     return Response(status, {"id": error_id, "message": message, "request_id": str(uuid.uuid4()), **extra})
 
 
-class FakeDigitalOcean(FakeHTTPServer):
+class FakeDigitalOcean(FakeCloud):
     def __init__(
         self,
         *,
@@ -178,14 +178,8 @@ class FakeDigitalOcean(FakeHTTPServer):
         self.ssh_keys: dict[int, dict[str, Any]] = {}
         self.capacity: dict[tuple[str, str], int] = {}  # (size, region) -> droplets it can still take
         self.droplet_limit: int | None = None
-        self.on_running: Callable[[str, str, str], None] | None = None
-        self.on_deleted: Callable[[str], None] | None = None
-        # where a droplet's address comes from: an emulated-instance harness hands out
-        # loopback addresses with its agent port free; else this fake's own range
-        self.address_for: Callable[[str], str] | None = None
         self._ids = itertools.count(3164444)
         self._key_ids = itertools.count(512189)
-        self._timers: list[threading.Timer] = []
 
     # -- test controls ------------------------------------------------------------------
 
@@ -233,11 +227,6 @@ class FakeDigitalOcean(FakeHTTPServer):
                 "ssh_keys": [k["name"] for k in self.ssh_keys.values()],
                 "tags": sorted(self.tags),
             }
-
-    def stop(self) -> None:
-        for timer in self._timers:
-            timer.cancel()
-        super().stop()
 
     # -- routing --------------------------------------------------------------------------
 
@@ -526,10 +515,7 @@ class FakeDigitalOcean(FakeHTTPServer):
             user_data=user_data, ssh_keys=list(body.get("ssh_keys") or []), created_at=time.time(),
         )  # fmt: skip
         self.droplets[droplet.id] = droplet
-        timer = threading.Timer(self.boot_delay, self._boot, args=(droplet.id,))
-        timer.daemon = True
-        self._timers.append(timer)
-        timer.start()
+        self.later(self.boot_delay, self._boot, droplet.id)
         action = {"id": next(self._ids), "rel": "create", "href": f"{self.url}/v2/actions/{droplet.id}"}
         return Response(202, {"droplet": droplet.to_json(), "links": {"actions": [action]}})
 

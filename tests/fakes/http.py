@@ -13,7 +13,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -132,6 +132,33 @@ class FakeHTTPServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class FakeCloud(FakeHTTPServer):
+    """A fake cloud API whose machines an emulated-instance harness can run: hooks
+    ``on_running(id, user_data, ip)`` / ``on_deleted(id)`` / ``address_for(id)``, and
+    timers (a machine's boot steps) that ``stop`` cancels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_running: Callable[[str, str, str], None] | None = None
+        self.on_deleted: Callable[[str], None] | None = None
+        # where a machine's address comes from: an emulated-instance harness hands out
+        # loopback addresses with its agent port free; else the fake's own range
+        self.address_for: Callable[[str], str] | None = None
+        self._timers: list[threading.Timer] = []
+
+    def later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
+        """Call ``fn(*args)`` in ``delay`` seconds, unless the fake stops first."""
+        timer = threading.Timer(delay, fn, args=args)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        super().stop()
 
     # -- misbehaviour -------------------------------------------------------------------
 

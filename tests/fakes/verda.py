@@ -25,13 +25,13 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-from fakes.http import FakeHTTPServer, LoopbackAddresses, Request, Response
+from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
 
 CLIENT_ID = "verda-fake-client-id"
 CLIENT_SECRET = "verda-fake-client-secret-0123456789"
@@ -151,7 +151,7 @@ class FakeInstance:
         }
 
 
-class FakeVerda(FakeHTTPServer):
+class FakeVerda(FakeCloud):
     def __init__(
         self,
         *,
@@ -180,10 +180,6 @@ class FakeVerda(FakeHTTPServer):
         self.ssh_keys: dict[str, dict[str, str]] = {}
         # (instance type, location, is_spot) -> how many more can be deployed; absent: any
         self.capacity: dict[tuple[str, str, bool], int] = {}
-        self.on_running: Callable[[str, str, str], None] | None = None
-        self.on_deleted: Callable[[str], None] | None = None
-        self.address_for: Callable[[str], str] | None = None
-        self._timers: list[threading.Timer] = []
         self._ids = itertools.count(1)
 
     # -- test controls ------------------------------------------------------------------
@@ -236,11 +232,6 @@ class FakeVerda(FakeHTTPServer):
                 "scripts": [s["name"] for s in self.scripts.values()],
                 "ssh_keys": [k["name"] for k in self.ssh_keys.values()],
             }
-
-    def stop(self) -> None:
-        for timer in self._timers:
-            timer.cancel()
-        super().stop()
 
     # -- routing --------------------------------------------------------------------------
 
@@ -446,10 +437,7 @@ class FakeVerda(FakeHTTPServer):
         )  # fmt: skip
         self.instances[instance_id] = instance
         for step, delay in (("provisioning", self.boot_delay / 2), ("running", self.boot_delay)):
-            timer = threading.Timer(delay, self._advance, args=(instance_id, step))
-            timer.daemon = True
-            self._timers.append(timer)
-            timer.start()
+            self.later(delay, self._advance, instance_id, step)
         return Response(202, instance_id)
 
     def _advance(self, instance_id: str, step: str) -> None:

@@ -146,6 +146,11 @@ class EmulatedInstances:
     ) -> None:
         if os.geteuid() != 0 or shutil.which("unshare") is None:
             raise RuntimeError("emulated instances need root and unshare(1) (PID and mount namespaces)")
+        if Path(python).resolve().is_relative_to("/tmp"):
+            raise ValueError(
+                f"the test interpreter {python} is under /tmp, which each instance replaces with its own: "
+                "put the checkout (and its .venv) somewhere else"
+            )
         if root is None:
             root = Path(tempfile.mkdtemp(prefix="skyward-harness-", dir="/var/tmp"))
             self._owns_root = True

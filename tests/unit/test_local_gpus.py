@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-import skyward.accelerators.vendors as vendors
 from skyward.accelerators import Accelerator
 from skyward.errors import ConfigurationError
-from skyward.plugins.registry import registry
 from skyward.providers.local_gpus import (
     LocalGPU,
     assign_gpus,
@@ -25,16 +22,7 @@ from skyward.providers.local_gpus import (
 MIB = 1024**2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def core_catalog() -> Iterator[None]:
-    """Registers the core catalog unless the built-in plugin already does."""
-    impls = [i.function for i in registry.pm.hook.skyward_accelerators.get_hookimpls()]
-    if vendors.skyward_accelerators in impls:
-        yield
-        return
-    registry.register(vendors, name="test-core-accelerators")
-    yield
-    registry.unregister(vendors)
+pytestmark = pytest.mark.usefixtures("core_catalog")  # tests/unit/conftest.py
 
 
 def gpus(*specs: tuple[str, int]) -> list[LocalGPU]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import skyward.accelerators.vendors as vendors
 from skyward.accelerators import Accelerator, parse_accelerator, workers_per_node
 from skyward.accelerators.mig import (
     COMPUTE_SLICES,
@@ -21,19 +20,8 @@ from skyward.accelerators.mig import (
     parse_mig_text,
 )
 from skyward.errors import ConfigurationError
-from skyward.plugins.registry import registry
 
-
-@pytest.fixture(autouse=True, scope="module")
-def core_catalog() -> Iterator[None]:
-    """Registers the core catalog unless the built-in plugin already does."""
-    impls = [i.function for i in registry.pm.hook.skyward_accelerators.get_hookimpls()]
-    if vendors.skyward_accelerators in impls:
-        yield
-        return
-    registry.register(vendors, name="test-core-accelerators")
-    yield
-    registry.unregister(vendors)
+pytestmark = pytest.mark.usefixtures("core_catalog")  # tests/unit/conftest.py
 
 
 # The seed's tables: profile -> (workers, memory GB).

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import skyward.accelerators.vendors as vendors
 from skyward.accelerators import Accelerator
 from skyward.errors import ConfigurationError
 from skyward.instances import InstanceType, NoMatchingInstanceError, select_instance
-from skyward.plugins.registry import registry
 from skyward.units import GIB
 
-
-@pytest.fixture(autouse=True, scope="module")
-def core_catalog() -> Iterator[None]:
-    """Registers the core catalog unless the built-in plugin already does."""
-    impls = [i.function for i in registry.pm.hook.skyward_accelerators.get_hookimpls()]
-    if vendors.skyward_accelerators in impls:
-        yield
-        return
-    registry.register(vendors, name="test-core-accelerators")
-    yield
-    registry.unregister(vendors)
+pytestmark = pytest.mark.usefixtures("core_catalog")  # tests/unit/conftest.py
 
 
 def offer(

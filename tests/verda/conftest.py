@@ -16,36 +16,20 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `fakes` and `harness`
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `fakes`, `harness`, `providers_support`
 
 from fakes.verda import CLIENT_ID, CLIENT_SECRET, FakeVerda
-from harness.netns import isolation_problem
+from providers_support import fail_cloud_test_outside_isolation, quick_settings, serve
 from verda_support import InstanceWorld, emulate
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("cloud") is not None:
-        problem = isolation_problem()
-        if problem is not None:
-            pytest.fail(
-                f"cloud test outside an isolated network namespace: {problem}. Run it with: unshare --net -- sh -c "
-                "'ip link set lo up && SKYWARD_TEST_NETNS=1 .venv/bin/python -m pytest tests/verda -m cloud', "
-                "or python3 tasks.py test",
-                pytrace=False,
-            )
+    fail_cloud_test_outside_isolation(item, "verda")
 
 
 @pytest.fixture
 def fake_verda() -> Iterator[FakeVerda]:
-    problem = isolation_problem()
-    if problem is not None:
-        pytest.fail(f"refusing to start the fake Verda API outside an isolated namespace: {problem}")
-    fake = FakeVerda()
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+    yield from serve(FakeVerda, "Verda")
 
 
 @pytest.fixture
@@ -59,17 +43,7 @@ def verda_credentials(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
 def verda_config(fake_verda: FakeVerda, verda_credentials: tuple[str, str]) -> object:
     from skyward_verda import Verda
 
-    return Verda(
-        api_url=f"{fake_verda.url}/v1",
-        address_url=f"{fake_verda.url}/whoami",
-        poll_interval=0.02,
-        provision_timeout=20.0,
-        bootstrap_timeout=120.0,
-        grace_period=5.0,
-        api_timeout=5.0,
-        api_retries=4,
-        api_backoff=0.02,
-    )
+    return Verda(api_url=f"{fake_verda.url}/v1", **quick_settings(fake_verda))
 
 
 @pytest.fixture

@@ -4,13 +4,10 @@ script run by the emulated-instance harness (tests/harness)."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 from fakes.verda import FakeVerda
+from providers_support import vanish_client, wait_until
 from verda_support import InstanceWorld, emulate, nothing_left
 
 import skyward
@@ -42,9 +39,7 @@ def test_pool_runs_on_emulated_instances_and_deletes_them(instances: InstanceWor
         many = gather(*(where(i) for i in range(6))) >> pool
         assert [r[0] for r in many] == [i * i for i in range(6)]
     assert all(fake.instances[i].status == "deleted" for i in ids)
-    deadline = time.monotonic() + 10
-    while any(harness.is_running(i) for i in ids) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not any(harness.is_running(i) for i in ids), timeout=10, interval=0.05)
     assert not any(harness.is_running(i) for i in ids)
     assert nothing_left(fake) == {}  # instances, OS volumes, startup scripts, SSH key
     assert fake.violations == []
@@ -85,21 +80,11 @@ def test_a_vanished_client_leaves_a_shut_down_instance_that_the_next_pool_delete
     bills: the next pool start (the reaper) must delete both."""
     world_iter = emulate(fake_verda, shutdown_time_scale=0.1)  # "shutdown -h +2" fires ~12 s in
     world = next(world_iter)
-    child = subprocess.Popen(
-        [sys.executable, "-c", CLIENT, fake_verda.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
     try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        assert line.startswith("OPEN"), (line, child.stderr.read() if child.poll() is not None else "")
-        (instance_id,) = line.split()[1:]
+        instance_id = vanish_client(CLIENT, fake_verda.url)  # nobody will delete its instance
         instance = fake_verda.instances[instance_id]
-        child.send_signal(signal.SIGKILL)  # the client is gone: nobody will delete the instance
-        child.wait(timeout=10)
-        deadline = time.monotonic() + 60
-        while instance.status != "offline" and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert instance.status == "offline" and world.shut_down == [instance_id]
+        wait_until(lambda: instance.status == "offline", timeout=60)
+        assert instance.status == "offline" and world.stopped == [instance_id]
         assert fake_verda.volumes[instance.os_volume_id] == "attached"  # still billed
         with ComputePool(provider=verda_config, nodes=1, display="quiet") as pool:
             assert (where(4) >> pool)[0] == 16
@@ -114,6 +99,4 @@ def test_a_vanished_client_leaves_a_shut_down_instance_that_the_next_pool_delete
         assert nothing_left(fake_verda) == {}
         assert fake_verda.violations == []
     finally:
-        if child.poll() is None:
-            child.kill()
         next(world_iter, None)

@@ -1,6 +1,6 @@
 """The DigitalOcean API calls the provider makes, through pydo.
 
-One thin method per call, each with the retry rules of :mod:`skyward_digitalocean.retry`
+One thin method per call, each with the retry rules of :mod:`skyward.providers.cloud.retry`
 and errors turned into :class:`DigitalOceanAPIError` carrying DO's own ``id`` and
 ``message``. pydo's own retry policy is switched off: it would repeat a droplet-creating
 POST after a 500 (a second billed droplet) and would not repeat it after a 429.
@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
 from skyward_digitalocean.config import DigitalOcean
-from skyward_digitalocean.retry import Backoff, Failure, call_with_retry
 
 T = TypeVar("T")
 JSON = dict[str, Any]

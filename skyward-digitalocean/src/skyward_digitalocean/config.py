@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
+from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
 
 TOKEN_ENV = "DIGITALOCEAN_TOKEN"
 DEFAULT_API_URL = "https://api.digitalocean.com"
@@ -72,36 +73,18 @@ class DigitalOcean:
                 f"DigitalOcean(region={self.region!r}) is not a known region; use one of: {', '.join(REGIONS)}"
             )
         if self.client_address is not None:
-            from skyward_digitalocean.addresses import parse_client_address
+            from skyward.providers.cloud.addresses import parse_client_address
 
             parse_client_address(self.client_address, "DigitalOcean(client_address=...)")
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(
                 f"DigitalOcean(image={self.image!r}) must be an image slug such as 'ubuntu-24-04-x64'"
             )
-        if (
-            isinstance(self.agent_port, bool)
-            or not isinstance(self.agent_port, int)
-            or not 1 <= self.agent_port <= 65535
-        ):
-            raise ConfigurationError(f"DigitalOcean(agent_port={self.agent_port!r}) must be a TCP port (1-65535)")
-        for name in (
-            "grace_period",
-            "bootstrap_timeout",
-            "provision_timeout",
-            "poll_interval",
-            "api_timeout",
-            "api_backoff",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigurationError(f"DigitalOcean({name}={value!r}) must be a positive number of seconds")
-        if isinstance(self.api_retries, bool) or not isinstance(self.api_retries, int) or self.api_retries < 1:
-            raise ConfigurationError(f"DigitalOcean(api_retries={self.api_retries!r}) must be an integer >= 1")
-        for name in ("api_url", "address_url"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.startswith(("https://", "http://")):
-                raise ConfigurationError(f"DigitalOcean({name}={value!r}) must be an http(s) URL")
+        check_port("DigitalOcean", "agent_port", self.agent_port)
+        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
+        check_seconds("DigitalOcean", self, (*seconds, "api_backoff"))
+        check_attempts("DigitalOcean", "api_retries", self.api_retries)
+        check_urls("DigitalOcean", self, ("api_url", "address_url"))
 
 
 def token_from_env() -> str:

@@ -17,34 +17,27 @@ from typing import Any
 
 from skyward.agent.config import node_ports
 from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.image import BootstrapContext
+from skyward.providers.cloud.addresses import client_address, firewall_source
+from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
+from skyward.providers.cloud.naming import expiry
+from skyward.providers.cloud.retry import Backoff
+from skyward.providers.cloud.sizing import node_request
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
-from skyward_digitalocean.addresses import discover_client_address, firewall_source, parse_client_address
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.config import REGIONS, DigitalOcean, token_from_env
 from skyward_digitalocean.naming import (
     COMMON_TAG,
     droplet_name,
-    expiry,
     pool_tag,
     resource_name,
     run_dir,
 )
 from skyward_digitalocean.offers import DropletSize, capacity_hint, image_for, parse_sizes
-from skyward_digitalocean.retry import Backoff
 from skyward_digitalocean.sshkey import throwaway_public_key
 
 PROVIDER = "digitalocean"
 USER_DATA_LIMIT = 64 * 1024  # bytes; DigitalOcean refuses larger user-data
 _CAPACITY_WORDS = ("capacity", "unavailable", "not available", "sold out", "out of stock")
-
-
-def cloud_bootstrap_context() -> BootstrapContext:
-    """How a fresh droplet installs the client's skyward and plugins."""
-    from skyward.bootstrap import client_requirements
-
-    core, pinned = client_requirements()
-    return BootstrapContext(local=False, skyward_requirement=core, pinned=tuple(pinned))
 
 
 def explain_create_error(
@@ -151,11 +144,7 @@ class DigitalOceanDriver:
             for failure in self.reaped.failures:
                 emit(Notice(message=f"could not delete a leftover of an earlier pool: {failure}"))
         self._size = self.choose_size(spec)
-        address = (
-            parse_client_address(config.client_address, "DigitalOcean(client_address=...)")
-            if config.client_address is not None
-            else discover_client_address(config.address_url, config.api_timeout)
-        )
+        address = client_address(config.client_address, config.address_url, config.api_timeout, "DigitalOcean")
         expires = expiry(self._clock(), spec.timeout, config.bootstrap_timeout, NODE_TTL_MARGIN)
         self._tag = pool_tag(spec.pool_id, expires)
         name = resource_name(spec.pool_id, expires)
@@ -197,15 +186,8 @@ class DigitalOceanDriver:
         from dataclasses import replace
 
         from skyward.instances import NoMatchingInstanceError, select_instance
-        from skyward.units import MIB
 
-        workers = spec.workers_per_node
-        request: dict[str, Any] = dict(
-            accelerator=spec.accelerator,
-            cpu=spec.cpu * workers if spec.cpu is not None else None,
-            memory=spec.memory_mb * MIB * workers if spec.memory_mb is not None else None,
-            machine=spec.machine,
-        )
+        request = node_request(spec)
         sizes = parse_sizes(self.api.sizes(), self.config.region)
         by_slug = {s.slug: s for s in sizes}
         anywhere = [replace(s.instance, available=bool(s.regions)) for s in sizes]

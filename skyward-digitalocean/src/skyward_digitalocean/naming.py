@@ -8,19 +8,17 @@ named ``skyward-<pool id>-<expiry>``. Pure functions: no I/O here.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from skyward.errors import ConfigurationError
+from skyward.providers.cloud.naming import RUN_DIR_PREFIX, PoolMark, expired_names
 
 COMMON_TAG = "skyward"
 _POOL_TAG = re.compile(r"^skyward-pool:(?P<pool>[a-z0-9][a-z0-9-]{0,62}):(?P<expires>\d{9,11})$")
 _RESOURCE = re.compile(r"^skyward-(?P<pool>[a-z0-9][a-z0-9-]{0,62})-(?P<expires>\d{9,11})$")
 _POOL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-REAP_SLACK = 300.0  # seconds past a node's own last moment before a reaper may delete it
-RUN_DIR_PREFIX = "/tmp/skyward-"  # per pool; the agent makes it 0700 (single-tenant VM)
 
 
 def check_pool_id(pool_id: str) -> str:
@@ -29,16 +27,6 @@ def check_pool_id(pool_id: str) -> str:
             f"pool id {pool_id!r} cannot name DigitalOcean resources: use lowercase letters, digits and '-'"
         )
     return pool_id
-
-
-def expiry(now: float, timeout: float, bootstrap_timeout: float, ttl_margin: float) -> int:
-    """The Unix time after which none of the pool's nodes can still be working.
-
-    A node arms its own TTL (the pool's timeout plus ``ttl_margin``) when its bootstrap
-    starts, and bootstrap takes at most ``bootstrap_timeout``; ``REAP_SLACK`` covers
-    clock skew and shutdown.
-    """
-    return math.ceil(now + bootstrap_timeout + timeout + ttl_margin + REAP_SLACK)
 
 
 def pool_tag(pool_id: str, expires: int) -> str:
@@ -58,12 +46,6 @@ def droplet_name(pool_id: str, node: int) -> str:
 def run_dir(pool_id: str) -> str:
     """Where a node's agent keeps its worker sockets."""
     return f"{RUN_DIR_PREFIX}{check_pool_id(pool_id)}"
-
-
-@dataclass(frozen=True, slots=True)
-class PoolMark:
-    pool_id: str
-    expires: int
 
 
 def parse_pool_tag(tag: str) -> PoolMark | None:
@@ -123,9 +105,4 @@ def droplets_to_reap(droplets: Iterable[DropletView], now: float, own_pool: str 
 
 def expired_marks(names: Iterable[str], now: float, live_pools: set[str]) -> list[str]:
     """Names of firewalls/keys whose pool has expired and has no droplet left."""
-    out = []
-    for name in names:
-        mark = parse_resource_name(name)
-        if mark is not None and now > mark.expires and mark.pool_id not in live_pools:
-            out.append(name)
-    return out
+    return expired_names(names, parse_resource_name, now, live_pools)

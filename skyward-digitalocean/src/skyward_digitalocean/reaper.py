@@ -34,17 +34,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from skyward.providers.cloud.naming import is_expired
+from skyward.providers.cloud.reaping import delete_doomed
+from skyward.providers.cloud.retry import Backoff
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.config import DigitalOcean, token_from_env
 from skyward_digitalocean.naming import (
     COMMON_TAG,
     DropletView,
     droplets_to_reap,
-    expired_marks,
     parse_pool_tag,
+    parse_resource_name,
     pool_mark,
 )
-from skyward_digitalocean.retry import Backoff
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,34 +111,29 @@ def reap_with(
             live_pools.add(mark.pool_id)
     if own_pool is not None:
         live_pools.add(own_pool)
-    firewalls: list[str] = []
-    for firewall in api.firewalls():
-        name = str(firewall.get("name", ""))
-        if expired_marks([name], now, live_pools):
-            try:
-                api.delete_firewall(str(firewall["id"]))
-                firewalls.append(name)
-            except DigitalOceanAPIError as exc:
-                failures.append(f"firewall {name}: {exc}")
-    keys: list[str] = []
-    for key in api.ssh_keys():
-        name = str(key.get("name", ""))
-        if expired_marks([name], now, live_pools):
-            try:
-                api.delete_ssh_key(key["id"])
-                keys.append(name)
-            except DigitalOceanAPIError as exc:
-                failures.append(f"SSH key {name}: {exc}")
-    tags: list[str] = []
-    for tag in api.tags():
-        name = str(tag.get("name", ""))
-        mark = parse_pool_tag(name)
-        if mark is not None and now > mark.expires and mark.pool_id not in live_pools:
-            try:
-                api.delete_tag(name)
-                tags.append(name)
-            except DigitalOceanAPIError as exc:
-                failures.append(f"tag {name}: {exc}")
+
+    def expired(name: str) -> bool:  # a firewall's or key's
+        return is_expired(parse_resource_name(name), now, live_pools)
+
+    firewalls = delete_doomed(
+        api.firewalls(),
+        expired,
+        lambda f: api.delete_firewall(str(f["id"])),
+        "firewall",
+        DigitalOceanAPIError,
+        failures,
+    )
+    keys = delete_doomed(
+        api.ssh_keys(), expired, lambda k: api.delete_ssh_key(k["id"]), "SSH key", DigitalOceanAPIError, failures
+    )
+    tags = delete_doomed(
+        api.tags(),
+        lambda name: is_expired(parse_pool_tag(name), now, live_pools),
+        lambda t: api.delete_tag(str(t.get("name", ""))),
+        "tag",
+        DigitalOceanAPIError,
+        failures,
+    )
     return Reaped(tuple(deleted), tuple(firewalls), tuple(keys), tuple(tags), tuple(failures))
 
 

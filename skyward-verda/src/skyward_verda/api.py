@@ -3,7 +3,7 @@
 Authentication is OAuth 2.0 client credentials (``POST /oauth2/token``). The access
 token is refreshed before it expires (with the refresh token, or the client credentials
 again when that is refused) and once more if the API answers 401 anyway (a token revoked
-or expired early). Every call follows the retry rules of :mod:`skyward_verda.retry`;
+or expired early). Every call follows the retry rules of :mod:`skyward.providers.cloud.retry`;
 failures become :class:`VerdaAPIError` with Verda's own ``code`` and ``message``.
 """
 
@@ -20,8 +20,8 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
 from skyward_verda.config import Verda
-from skyward_verda.retry import Backoff, Failure, call_with_retry
 
 USER_AGENT = "skyward-verda"
 REFRESH_MARGIN = 30.0  # seconds before expiry at which a token is renewed (at most)

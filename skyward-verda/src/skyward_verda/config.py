@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
+from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
 
 CLIENT_ID_ENV = "VERDA_CLIENT_ID"
 CLIENT_SECRET_ENV = "VERDA_CLIENT_SECRET"
@@ -74,7 +75,7 @@ class Verda:
                 "or None to pick a location with capacity"
             )
         if self.client_address is not None:
-            from skyward_verda.addresses import parse_client_address
+            from skyward.providers.cloud.addresses import parse_client_address
 
             parse_client_address(self.client_address, "Verda(client_address=...)")
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
@@ -86,21 +87,13 @@ class Verda:
         object.__setattr__(self, "ssh_key_ids", tuple(self.ssh_key_ids))
         if not all(isinstance(k, str) and k for k in self.ssh_key_ids):
             raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) must be non-empty strings")
-        port = self.agent_port
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise ConfigurationError(f"Verda(agent_port={port!r}) must be a TCP port (1-65535)")
-        for name in ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigurationError(f"Verda({name}={value!r}) must be a positive number of seconds")
+        check_port("Verda", "agent_port", self.agent_port)
+        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
+        check_seconds("Verda", self, seconds)  # api_backoff may be 0: below
         if isinstance(self.api_backoff, bool) or not isinstance(self.api_backoff, int | float) or self.api_backoff < 0:
             raise ConfigurationError(f"Verda(api_backoff={self.api_backoff!r}) must be a number of seconds >= 0")
-        if isinstance(self.api_retries, bool) or not isinstance(self.api_retries, int) or self.api_retries < 1:
-            raise ConfigurationError(f"Verda(api_retries={self.api_retries!r}) must be an integer >= 1")
-        for name in ("api_url", "address_url"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.startswith(("https://", "http://")):
-                raise ConfigurationError(f"Verda({name}={value!r}) must be an http(s) URL")
+        check_attempts("Verda", "api_retries", self.api_retries)
+        check_urls("Verda", self, ("api_url", "address_url"))
 
 
 def credentials_from_env() -> tuple[str, str]:

@@ -20,13 +20,16 @@ from typing import Any
 
 from skyward.agent.config import node_ports
 from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.image import BootstrapContext
+from skyward.providers.cloud.addresses import client_address, firewall_source
+from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
+from skyward.providers.cloud.naming import expiry
+from skyward.providers.cloud.retry import Backoff
+from skyward.providers.cloud.sizing import node_request
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
-from skyward_verda.addresses import discover_client_address, firewall_source, parse_client_address
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
 from skyward_verda.markets import Market, NodePlan, markets_needed, plan_markets
-from skyward_verda.naming import DEAD, description, expiry, hostname, parse_description, resource_name, run_dir
+from skyward_verda.naming import DEAD, description, hostname, parse_description, resource_name, run_dir
 from skyward_verda.offers import (
     Availability,
     Markets,
@@ -40,14 +43,6 @@ from skyward_verda.offers import (
 
 PROVIDER = "verda"
 _GOING = frozenset({"deleting", "deleted", "discontinued"})  # a delete was accepted
-
-
-def cloud_bootstrap_context() -> BootstrapContext:
-    """How a fresh instance installs the client's skyward and plugins."""
-    from skyward.bootstrap import client_requirements
-
-    core, pinned = client_requirements()
-    return BootstrapContext(local=False, skyward_requirement=core, pinned=tuple(pinned))
 
 
 def with_host_firewall(script: str, ports: tuple[int, int], client_cidr: str) -> str:
@@ -142,7 +137,7 @@ class VerdaDriver:
                 client_id,
                 secret,
                 timeout=self.config.api_timeout,
-                backoff=_backoff(self.config),
+                backoff=Backoff(attempts=self.config.api_retries, base=self.config.api_backoff),
                 sleep=self._sleep,
                 clock=self._clock,
             )
@@ -173,11 +168,7 @@ class VerdaDriver:
         markets = markets_needed(self._plans)
         self._type, self._location = self.choose(spec, markets, emit)
         self._image = config.image or pick_image(self.api.images())
-        address = (
-            parse_client_address(config.client_address, "Verda(client_address=...)")
-            if config.client_address is not None
-            else discover_client_address(config.address_url, config.api_timeout)
-        )
+        address = client_address(config.client_address, config.address_url, config.api_timeout, "Verda")
         self._client_cidr = firewall_source(address)
         self._expires = expiry(self._clock(), spec.timeout, config.bootstrap_timeout, NODE_TTL_MARGIN)
         if config.ssh_key_ids:
@@ -198,7 +189,6 @@ class VerdaDriver:
         rather than quietly renting a bigger (dearer) one."""
         from skyward.events import Notice
         from skyward.instances import NoMatchingInstanceError, select_instance
-        from skyward.units import MIB
 
         types = parse_instance_types(self.api.instance_types())
         by_name = {t.name: t for t in types}
@@ -209,13 +199,7 @@ class VerdaDriver:
                 "or region=None to pick one with capacity"
             )
         candidates = [self.config.region] if self.config.region is not None else locations
-        workers = spec.workers_per_node
-        request: dict[str, Any] = dict(
-            accelerator=spec.accelerator,
-            cpu=spec.cpu * workers if spec.cpu is not None else None,
-            memory=spec.memory_mb * MIB * workers if spec.memory_mb is not None else None,
-            machine=spec.machine,
-        )
+        request = node_request(spec)
         chosen = select_instance([t.instance for t in types], **request)
         on_demand = parse_availability(self.api.availability(spot=False))
         spot = parse_availability(self.api.availability(spot=True))
@@ -464,9 +448,3 @@ class VerdaDriver:
                 failures.append(f"SSH key {self._key_id}: {exc}")
         if failures:
             raise ProvisioningError("Verda teardown left things behind: " + "; ".join(failures))
-
-
-def _backoff(config: Verda) -> Any:
-    from skyward_verda.retry import Backoff
-
-    return Backoff(attempts=config.api_retries, base=config.api_backoff)

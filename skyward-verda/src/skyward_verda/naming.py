@@ -8,32 +8,25 @@ can still be doing useful work. Startup scripts and the throwaway SSH key are na
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from skyward.errors import ConfigurationError
+from skyward.providers.cloud import naming as shared
+from skyward.providers.cloud.naming import RUN_DIR_PREFIX, PoolMark
 
 _POOL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 _DESCRIPTION = re.compile(r"^skyward pool=(?P<pool>[a-z0-9][a-z0-9-]{0,40}) expires=(?P<expires>\d{9,11})$")
 _RESOURCE = re.compile(r"^skyward-(?P<pool>[a-z0-9][a-z0-9-]{0,40}?)-(?P<expires>\d{9,11})(?:-\d+)?$")
-REAP_SLACK = 300.0
 # Statuses of an instance that no longer runs a node but may still bill.
 DEAD = frozenset({"offline", "error", "discontinued", "notfound", "no_capacity"})
-RUN_DIR_PREFIX = "/tmp/skyward-"  # per pool; the agent makes it 0700 (single-tenant VM)
 
 
 def check_pool_id(pool_id: str) -> str:
     if not _POOL_ID.match(pool_id):
         raise ConfigurationError(f"pool id {pool_id!r} cannot name Verda resources: use lowercase letters, digits, '-'")
     return pool_id
-
-
-def expiry(now: float, timeout: float, bootstrap_timeout: float, ttl_margin: float) -> int:
-    """The Unix time after which none of the pool's nodes can still be working (its own
-    TTL is armed when its bootstrap starts)."""
-    return math.ceil(now + bootstrap_timeout + timeout + ttl_margin + REAP_SLACK)
 
 
 def description(pool_id: str, expires: int) -> str:
@@ -51,12 +44,6 @@ def resource_name(pool_id: str, expires: int, node: int | None = None) -> str:
 
 def run_dir(pool_id: str) -> str:
     return f"{RUN_DIR_PREFIX}{check_pool_id(pool_id)}"
-
-
-@dataclass(frozen=True, slots=True)
-class PoolMark:
-    pool_id: str
-    expires: int
 
 
 def parse_description(text: str) -> PoolMark | None:
@@ -101,9 +88,4 @@ def instances_to_reap(instances: Iterable[InstanceView], now: float, own_pool: s
 
 def expired_names(names: Iterable[str], now: float, live_pools: set[str]) -> list[str]:
     """Names of scripts/keys whose pool has expired and has no instance left."""
-    out = []
-    for name in names:
-        mark = parse_resource_name(name)
-        if mark is not None and now > mark.expires and mark.pool_id not in live_pools:
-            out.append(name)
-    return out
+    return shared.expired_names(names, parse_resource_name, now, live_pools)

@@ -25,9 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from skyward.providers.cloud.naming import is_expired
+from skyward.providers.cloud.reaping import delete_doomed
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
-from skyward_verda.naming import InstanceView, expired_names, instances_to_reap, parse_description
+from skyward_verda.naming import InstanceView, instances_to_reap, parse_description, parse_resource_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,24 +74,16 @@ def reap_with(
     }
     if own_pool is not None:
         live_pools.add(own_pool)
-    scripts: list[str] = []
-    for script in api.scripts():
-        name = str(script.get("name", ""))
-        if expired_names([name], now, live_pools):
-            try:
-                api.delete_script(str(script["id"]))
-                scripts.append(name)
-            except VerdaAPIError as exc:
-                failures.append(f"startup script {name}: {exc}")
-    keys: list[str] = []
-    for key in api.ssh_keys():
-        name = str(key.get("name", ""))
-        if expired_names([name], now, live_pools):
-            try:
-                api.delete_ssh_key(str(key["id"]))
-                keys.append(name)
-            except VerdaAPIError as exc:
-                failures.append(f"SSH key {name}: {exc}")
+
+    def expired(name: str) -> bool:  # a script's or key's
+        return is_expired(parse_resource_name(name), now, live_pools)
+
+    scripts = delete_doomed(
+        api.scripts(), expired, lambda s: api.delete_script(str(s["id"])), "startup script", VerdaAPIError, failures
+    )
+    keys = delete_doomed(
+        api.ssh_keys(), expired, lambda k: api.delete_ssh_key(str(k["id"])), "SSH key", VerdaAPIError, failures
+    )
     return Reaped(tuple(deleted), tuple(scripts), tuple(keys), tuple(failures))
 
 

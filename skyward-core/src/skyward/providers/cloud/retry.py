@@ -2,11 +2,11 @@
 
 A request refused with 429 was not carried out, so any method may repeat it. A server
 error (5xx) or a lost response may come after the server acted: only idempotent methods
-repeat then, never a POST that creates a droplet (a second droplet would be billed). A
+repeat then, never a POST that creates a machine (a second one would be billed). A
 request that never reached the server (connection refused) may always repeat.
 
-Waits follow ``Retry-After`` when the server sends it, else the rate-limit reset time
-DigitalOcean sends (``ratelimit-reset`` once ``ratelimit-remaining`` is 0), else an
+Waits follow ``Retry-After`` when the server sends it, else a ``ratelimit-reset`` time
+once ``ratelimit-remaining`` is 0 (as DigitalOcean and Verda send it), else an
 exponential backoff with jitter.
 """
 

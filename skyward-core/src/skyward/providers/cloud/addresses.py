@@ -1,6 +1,6 @@
 """The client's public address, the only source a node's firewall admits on the agent port.
 
-Given (``Verda(client_address=...)``) or discovered by asking a "what is my address"
+Given (``<Provider>(client_address=...)``) or discovered by asking a "what is my address"
 URL once per pool. Never a wildcard: an address that would open the port to
 everyone (0.0.0.0, a multicast or reserved address) is refused.
 """
@@ -36,20 +36,28 @@ def parse_client_address(value: str, what: str) -> ipaddress.IPv4Address:
     return address
 
 
-def discover_client_address(url: str, timeout: float) -> ipaddress.IPv4Address:
-    """Ask ``url`` (which answers with the caller's address as plain text)."""
+def discover_client_address(url: str, timeout: float, provider: str) -> ipaddress.IPv4Address:
+    """Ask ``url`` (which answers with the caller's address as plain text). ``provider`` is
+    the config class's name (``"Verda"``), for the hint on how to pass the address instead."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s): checked by the config
             body = response.read(256).decode("ascii", errors="replace")
     except OSError as exc:
         raise ProvisioningError(
             f"could not discover this client's public address from {url} ({exc}); "
-            "pass it explicitly, e.g. Verda(client_address='203.0.113.7')"
+            f"pass it explicitly, e.g. {provider}(client_address='203.0.113.7')"
         )
     try:
         return parse_client_address(body, f"the address {url} returned")
     except ConfigurationError as exc:
         raise ProvisioningError(f"{exc}; pass client_address=... explicitly")
+
+
+def client_address(given: str | None, url: str, timeout: float, provider: str) -> ipaddress.IPv4Address:
+    """The configured ``client_address`` when there is one, else the one ``url`` reports."""
+    if given is not None:
+        return parse_client_address(given, f"{provider}(client_address=...)")
+    return discover_client_address(url, timeout, provider)
 
 
 def firewall_source(address: ipaddress.IPv4Address) -> str:
