@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from skyward.accelerators import current_catalog
 from skyward.agent.config import node_ports
 from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.spot import Spot, SpotAlways, SpotIfAvailable, SpotNever, SpotPercent
+from skyward.spot import Market, Spot, SpotAlways, SpotIfAvailable, SpotNever, SpotPercent, plan_markets
 from skyward_aws import AWS, S3Volume
 from skyward_aws.ami import ImageKind, image_kind
 from skyward_aws.client_ip import discover_public_ip
@@ -29,7 +29,7 @@ from skyward_aws.families import catalog_entry_for, devices_of, families_for
 from skyward_aws.iam import plan_role
 from skyward_aws.infra import expiry, ingress_permissions, pool_tags
 from skyward_aws.interruption import MetadataClient, parse_instance_action, parse_rebalance, watch
-from skyward_aws.launch import Market, Refusal, classify, plan_markets, run_instances_request
+from skyward_aws.launch import Refusal, classify, run_instances_request
 from skyward_aws.pricing import on_demand_price_of, shipped_catalog
 from skyward_aws.session import NO_CREDENTIALS, explain, require_credentials
 from skyward_aws.volumes import mount_script, policy_statements

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 import skyward as sky
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.spot import Market, plan_markets
 from skyward_verda import Verda
 from skyward_verda.api import check_api_url
 from skyward_verda.driver import is_capacity_refusal, pick_image, with_host_firewall
-from skyward_verda.markets import Market, markets_needed, plan_markets
+from skyward_verda.markets import markets_needed
 from skyward_verda.naming import (
     InstanceView,
     description,

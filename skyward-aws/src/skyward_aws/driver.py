@@ -28,7 +28,7 @@ from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
-from skyward.spot import SpotAlways, SpotStrategy, normalize_spot, wants_spot
+from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, normalize_spot, plan_markets, wants_spot
 from skyward_aws import ami, iam, infra, interruption, launch, offers
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
@@ -106,9 +106,9 @@ def agent_listening(endpoint: str, timeout: float = 1.0) -> bool:
 @dataclass
 class _Node:
     index: int
-    plan: launch.NodePlan
+    plan: NodePlan
     instance_id: str | None = None
-    market: launch.Market | None = None
+    market: Market | None = None
     zone: str | None = None
     address: NodeAddress | None = None
     description: dict[str, Any] = field(default_factory=dict)
@@ -301,7 +301,7 @@ class AWSDriver:
         # appends the volumes' own mount steps after these
         region = shlex.quote(self.config.region)
         steps = [("region", f"export AWS_REGION={region} AWS_DEFAULT_REGION={region}")]
-        if node.plan.market is launch.Market.SPOT:
+        if node.plan.market is Market.SPOT:
             steps.append(("spot-watch", interruption.bootstrap_step(notices_dir(run_dir, node.index))))
         return BootstrapContext(
             local=False,
@@ -329,7 +329,7 @@ class AWSDriver:
 
         assert self.offer is not None, "prepare() first"
         emit(InstanceLaunching(count=spec.nodes, instance_type=self.offer.name, provider="aws"))
-        plans = launch.plan_markets(self.strategy(spec), spec.nodes)
+        plans = plan_markets(self.strategy(spec), spec.nodes)
         nodes = [_Node(index=p.node, plan=p) for p in plans]
         try:
             return self._start(spec, nodes, user_data, emit)
@@ -347,7 +347,7 @@ class AWSDriver:
     def replace(self, spec: Any, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
         """Start a new instance for node ``handle.node`` (after its spot instance was
         reclaimed), with the same market plan, and return it once its agent listens."""
-        plans = launch.plan_markets(self.strategy(spec), spec.nodes)
+        plans = plan_markets(self.strategy(spec), spec.nodes)
         node = _Node(index=handle.node, plan=plans[handle.node])
         before = len(self.instance_ids)
         try:
@@ -371,7 +371,7 @@ class AWSDriver:
             tags.append({"Key": infra.TAG_NODE, "Value": str(node.index)})
 
             def run_once(
-                market: launch.Market, zone: str, body: str | bytes = body, tags: list[dict[str, str]] = tags
+                market: Market, zone: str, body: str | bytes = body, tags: list[dict[str, str]] = tags
             ) -> dict[str, Any]:
                 assert self.offer is not None and self.image is not None and self.network is not None
                 assert self.group_id is not None
@@ -448,7 +448,7 @@ class AWSDriver:
         from skyward.events import BootstrapStarting, InstanceProvisioned
 
         assert self.offer is not None and node.address is not None and node.instance_id is not None
-        spot = node.market is launch.Market.SPOT
+        spot = node.market is Market.SPOT
         emit(
             InstanceProvisioned(
                 instance_id=node.instance_id,
@@ -512,7 +512,7 @@ class AWSDriver:
 
     def _handle(self, node: _Node) -> NodeHandle:
         assert self.offer is not None and node.address is not None and node.instance_id is not None
-        spot = node.market is launch.Market.SPOT
+        spot = node.market is Market.SPOT
         extra = [("zone", node.zone or ""), ("image", self.image.image_id if self.image else "")]
         return NodeHandle(
             node=node.index,

@@ -1,6 +1,6 @@
 """Launching nodes: which market each node uses, the RunInstances request, retries.
 
-Spot strategies become a per-node plan (pure ``plan_markets``):
+Spot strategies become a per-node plan (pure ``skyward.spot.plan_markets``):
 
 * ``Spot.Always(retries, interval)``: every node spot. A launch refused for capacity
   tries the other zones, then waits ``interval`` seconds and tries again, up to
@@ -25,41 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyward.errors import ProvisioningError
-from skyward.spot import SpotAlways, SpotIfAvailable, SpotNever, SpotPercent, SpotStrategy, min_spot_nodes
-
-
-class Market(enum.Enum):
-    SPOT = "spot"
-    ON_DEMAND = "on-demand"
-
-
-@dataclass(frozen=True, slots=True)
-class NodePlan:
-    node: int
-    market: Market
-    retries: int = 0  # extra rounds over every zone when spot capacity is refused
-    interval: float = 0.0  # seconds between rounds
-    fallback: bool = False  # may run on-demand when spot is refused
-
-
-def plan_markets(strategy: SpotStrategy, nodes: int) -> list[NodePlan]:
-    """One plan per node (see the module docstring)."""
-    if isinstance(strategy, SpotNever):
-        return [NodePlan(n, Market.ON_DEMAND) for n in range(nodes)]
-    if isinstance(strategy, SpotIfAvailable):
-        return [NodePlan(n, Market.SPOT, fallback=True) for n in range(nodes)]
-    if isinstance(strategy, SpotAlways):
-        return [NodePlan(n, Market.SPOT, strategy.retries, strategy.interval) for n in range(nodes)]
-    if isinstance(strategy, SpotPercent):
-        spot = min_spot_nodes(strategy, nodes)
-        default = SpotAlways()
-        return [
-            NodePlan(n, Market.SPOT, default.retries, default.interval)
-            if n >= nodes - spot
-            else NodePlan(n, Market.ON_DEMAND)
-            for n in range(nodes)
-        ]
-    raise TypeError(f"not a spot strategy: {strategy!r}")
+from skyward.spot import Market, NodePlan
 
 
 class Refusal(enum.Enum):

@@ -12,6 +12,7 @@ and the pool turns it into one :data:`SpotStrategy` with :func:`normalize_spot`.
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -148,3 +149,46 @@ def min_spot_nodes(strategy: SpotStrategy, nodes: int) -> int:
 def wants_spot(strategy: SpotStrategy) -> bool:
     """Whether the pool should try spot capacity first."""
     return not isinstance(strategy, SpotNever)
+
+
+class Market(enum.Enum):
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """The market one node is launched in, and how hard to insist on spot."""
+
+    node: int
+    market: Market
+    retries: int = 0  # more tries after spot capacity is refused
+    interval: float = 0.0  # seconds between tries
+    fallback: bool = False  # may run on-demand when spot is refused
+
+
+def plan_markets(strategy: SpotStrategy | None, nodes: int) -> list[NodePlan]:
+    """One plan per node, for providers with a spot market.
+
+    ``None`` or ``Spot.Never``: every node on-demand. ``Spot.Always(retries, interval)``:
+    every node spot, insisting ``retries`` more times. ``Spot.IfAvailable()``: spot, with
+    on-demand as the fallback. ``Spot.Percent(p)``: the last ``min_spot_nodes`` nodes spot
+    (retried like ``Spot.Always()``), the rest on-demand, so the head node (node 0, where
+    distributed training meets) is not the one a reclaim takes.
+    """
+    if strategy is None or isinstance(strategy, SpotNever):
+        return [NodePlan(n, Market.ON_DEMAND) for n in range(nodes)]
+    if isinstance(strategy, SpotIfAvailable):
+        return [NodePlan(n, Market.SPOT, fallback=True) for n in range(nodes)]
+    if isinstance(strategy, SpotAlways):
+        return [NodePlan(n, Market.SPOT, strategy.retries, strategy.interval) for n in range(nodes)]
+    if isinstance(strategy, SpotPercent):
+        spot = min_spot_nodes(strategy, nodes)
+        default = SpotAlways()
+        return [
+            NodePlan(n, Market.SPOT, default.retries, default.interval)
+            if n >= nodes - spot
+            else NodePlan(n, Market.ON_DEMAND)
+            for n in range(nodes)
+        ]
+    raise TypeError(f"not a spot strategy: {strategy!r}")

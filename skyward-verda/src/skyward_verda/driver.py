@@ -26,9 +26,10 @@ from skyward.providers.cloud.naming import expiry
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
+from skyward.spot import Market, NodePlan, plan_markets
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
-from skyward_verda.markets import Market, NodePlan, markets_needed, plan_markets
+from skyward_verda.markets import markets_needed
 from skyward_verda.naming import DEAD, description, hostname, parse_description, resource_name, run_dir
 from skyward_verda.offers import (
     Availability,

@@ -13,44 +13,8 @@
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
-from skyward.spot import SpotAlways, SpotIfAvailable, SpotNever, SpotPercent, SpotStrategy, min_spot_nodes
+from skyward.spot import Market, NodePlan
 from skyward_verda.offers import Markets
-
-
-class Market(enum.Enum):
-    SPOT = "spot"
-    ON_DEMAND = "on-demand"
-
-
-@dataclass(frozen=True, slots=True)
-class NodePlan:
-    node: int
-    market: Market
-    retries: int = 0  # more tries after a capacity refusal
-    interval: float = 0.0  # seconds between tries
-    fallback: bool = False  # may run on-demand when spot is refused
-
-
-def plan_markets(strategy: SpotStrategy | None, nodes: int) -> list[NodePlan]:
-    if strategy is None or isinstance(strategy, SpotNever):
-        return [NodePlan(n, Market.ON_DEMAND) for n in range(nodes)]
-    if isinstance(strategy, SpotIfAvailable):
-        return [NodePlan(n, Market.SPOT, fallback=True) for n in range(nodes)]
-    if isinstance(strategy, SpotAlways):
-        return [NodePlan(n, Market.SPOT, strategy.retries, strategy.interval) for n in range(nodes)]
-    if isinstance(strategy, SpotPercent):
-        spot = min_spot_nodes(strategy, nodes)
-        default = SpotAlways()
-        return [
-            NodePlan(n, Market.SPOT, default.retries, default.interval)
-            if n >= nodes - spot
-            else NodePlan(n, Market.ON_DEMAND)
-            for n in range(nodes)
-        ]
-    raise TypeError(f"not a spot strategy: {strategy!r}")
 
 
 def markets_needed(plans: list[NodePlan]) -> Markets:
