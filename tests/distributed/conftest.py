@@ -1,4 +1,4 @@
-"""Fixtures of the distributed-backend tests: small Local pools, the core backends plugin."""
+"""Fixtures of the distributed-backend tests: small Local pools."""
 
 from __future__ import annotations
 
@@ -9,19 +9,6 @@ from contextlib import AbstractContextManager, contextmanager
 import pytest
 
 import skyward as sky
-import skyward.distributed.backends.plugin as core_backends
-from skyward.plugins.registry import registry
-
-
-def _register_core_backends() -> None:
-    """The core's jax/keras/tensorflow backends, registered as skyward.plugins.builtin will
-    register them; a no-op once it does. At import time: test modules apply
-    ``@distributed.jax()`` when they are collected, before any fixture runs."""
-    if "jax" not in registry.distributed_backends() and not registry.pm.is_registered(core_backends):
-        registry.register(core_backends, name="skyward.distributed.backends")
-
-
-_register_core_backends()
 
 
 @sky.compute

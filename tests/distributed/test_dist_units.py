@@ -280,6 +280,18 @@ def test_backends_resolve_through_the_registry() -> None:
         distributed.mxnet  # noqa: B018
 
 
+def test_a_fresh_process_sees_every_backend_without_registering_anything() -> None:
+    code = "import skyward as sky; print(sky.distributed.jax.__module__, sky.distributed.keras.__module__, " \
+        "sky.distributed.tensorflow.__module__, sky.distributed.torch.__module__)"  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [
+        "skyward.distributed.backends.jax_backend",
+        "skyward.distributed.backends.keras_backend",
+        "skyward.distributed.backends.tensorflow_backend",
+        "skyward_torch.torch_backend",
+    ]
+
+
 def test_keras_on_torch_needs_the_torch_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     without_torch = {k: v for k, v in registry.distributed_backends().items() if k != "torch"}
     monkeypatch.setattr(registry, "distributed_backends", lambda: without_torch)

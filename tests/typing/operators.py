@@ -22,6 +22,18 @@ def ratio(a: float, b: float) -> float:
     return a / b
 
 
+@sky.compute
+@sky.distributed.torch(backend="gloo")
+def train(epochs: int) -> float:
+    return float(epochs)
+
+
+@sky.compute
+@sky.distributed.keras(backend="jax")
+def fit(steps: int) -> list[float]:
+    return [0.0] * steps
+
+
 def check(pool: sky.ComputePool) -> None:
     assert_type(number(), sky.PendingCompute[int])
     assert_type(number() >> pool, int)
@@ -35,3 +47,6 @@ def check(pool: sky.ComputePool) -> None:
     assert_type(z, float)
     assert_type(sky.gather(*[text(i) for i in range(3)]) >> pool, tuple[str, ...])
     assert_type(text.local(3), str)
+    # distributed wrappers keep the signature under @compute
+    assert_type(train(3) @ pool, tuple[float, ...])
+    assert_type(fit(2) @ pool, tuple[list[float], ...])

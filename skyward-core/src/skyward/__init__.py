@@ -83,6 +83,9 @@ _CORE_EXPORTS.update({name: "skyward.events" for name in _EVENT_NAMES})
 _SUBMODULES = {"distributed", "integrations", "accelerators"}
 
 if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
+    from skyward import accelerators as accelerators
+    from skyward import distributed as distributed
+    from skyward import integrations as integrations
     from skyward.accelerators import (
         NVIDIA as NVIDIA,
     )

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import datetime
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
-from skyward.distributed.backends.base import DistributedFunction, decorator
+from skyward.distributed.backends.base import DistributedDecorator, decorator
 from skyward.distributed.backends.env import head_endpoint, process_group_env, scoped_environ
 from skyward.distributed.backends.frameworks import require
 from skyward.distributed.backends.rendezvous import exchange
@@ -164,9 +164,7 @@ class TorchLauncher:
             yield
 
 
-def torch(
-    backend: TorchBackendName | None = None, *, timeout: float | None = None
-) -> Callable[[Callable[..., Any]], DistributedFunction[..., Any]]:
+def torch(backend: TorchBackendName | None = None, *, timeout: float | None = None) -> DistributedDecorator:
     """``@distributed.torch(backend="gloo")``: run the function inside a torch.distributed
     process group spanning every worker of the pool.
 

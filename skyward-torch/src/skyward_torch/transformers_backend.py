@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-from skyward.distributed.backends.base import DistributedFunction, decorator
+from skyward.distributed.backends.base import DistributedDecorator, decorator
 from skyward.distributed.backends.env import scoped_environ
 from skyward.distributed.backends.frameworks import require
 from skyward.runtime.context import InstanceInfo
@@ -78,9 +77,7 @@ class TransformersLauncher:
                 reset_accelerate_state()
 
 
-def transformers(
-    backend: TorchBackendName | None = None, *, timeout: float | None = None
-) -> Callable[[Callable[..., Any]], DistributedFunction[..., Any]]:
+def transformers(backend: TorchBackendName | None = None, *, timeout: float | None = None) -> DistributedDecorator:
     """``@distributed.transformers(backend="gloo")``: a Hugging Face ``Trainer`` created in
     the function trains data-parallel across every worker of the pool.
 

@@ -7,7 +7,16 @@ framework code itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # For type checkers only: at run time every name resolves through the registry below
+    # (a plugin may be missing, or replaced by a third party's backend of the same name).
+    from skyward.distributed.backends.jax_backend import jax as jax
+    from skyward.distributed.backends.keras_backend import keras as keras
+    from skyward.distributed.backends.tensorflow_backend import tensorflow as tensorflow
+    from skyward_torch.torch_backend import torch as torch
+    from skyward_torch.transformers_backend import transformers as transformers
 
 
 def __getattr__(name: str) -> Any:

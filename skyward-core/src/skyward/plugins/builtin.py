@@ -22,3 +22,7 @@ def skyward_providers() -> Sequence[ProviderPlugin]:
 # The core accelerator catalog (NVIDIA, AWS silicon, Google TPUs, AMD) is data contributed
 # through the same hook a third-party catalog would use.
 from skyward.accelerators import skyward_accelerators  # noqa: E402, F401
+
+# The core's distributed backends (jax, keras, tensorflow), through the same hook as
+# skyward-torch's torch and transformers.
+from skyward.distributed.backends.plugin import skyward_distributed_backends  # noqa: E402, F401

@@ -109,7 +109,14 @@ def wrap(fn: Callable[P, R], launcher: Launcher) -> DistributedFunction[P, R]:
     return DistributedFunction(fn, launcher)
 
 
-def decorator(launcher: Launcher) -> Callable[[Callable[P, R]], DistributedFunction[P, R]]:
+class DistributedDecorator(Protocol):
+    """What ``distributed.<name>(...)`` returns: keeps the wrapped function's signature,
+    so ``@compute`` on top still types ``fn(x) @ pool`` as ``tuple[R, ...]``."""
+
+    def __call__(self, fn: Callable[P, R], /) -> DistributedFunction[P, R]: ...
+
+
+def decorator(launcher: Launcher) -> DistributedDecorator:
     """The decorator ``distributed.<name>(...)`` returns for ``launcher``."""
 
     def apply(fn: Callable[P, R]) -> DistributedFunction[P, R]:

@@ -19,13 +19,13 @@ numbers), as the pool requires anyway.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from skyward.distributed.backends.base import DistributedFunction, decorator
+from skyward.distributed.backends.base import DistributedDecorator, decorator
 from skyward.distributed.backends.env import head_endpoint
 from skyward.distributed.backends.frameworks import require
 from skyward.errors import ConfigurationError
@@ -128,9 +128,7 @@ class JaxLauncher:
             yield
 
 
-def jax(
-    *, timeout: float | None = None, local_device_ids: Sequence[int] | None = None
-) -> Callable[[Callable[..., Any]], DistributedFunction[..., Any]]:
+def jax(*, timeout: float | None = None, local_device_ids: Sequence[int] | None = None) -> DistributedDecorator:
     """``@distributed.jax()``: run the function with ``jax.distributed`` initialised
     across every worker of the pool, the head's rank 0 as coordinator.
 

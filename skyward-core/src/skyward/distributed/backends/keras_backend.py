@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skyward.distributed.backends.base import DistributedFunction, check_target, wrap
+from skyward.distributed.backends.base import DistributedDecorator, DistributedFunction, P, R, check_target, wrap
 from skyward.distributed.backends.env import scoped_environ
 from skyward.distributed.backends.frameworks import require
 from skyward.distributed.backends.jax_backend import JAX_PIP, jax_distributed
@@ -137,9 +137,7 @@ def _torch_decorator(timeout: float | None) -> Callable[[Callable[..., Any]], Ca
     return backend.factory(timeout=timeout)
 
 
-def keras(
-    backend: KerasBackendName = "jax", *, timeout: float | None = None
-) -> Callable[[Callable[..., Any]], DistributedFunction[..., Any]]:
+def keras(backend: KerasBackendName = "jax", *, timeout: float | None = None) -> DistributedDecorator:
     """``@distributed.keras(backend="jax")``: Keras 3 on ``backend``, data-parallel across
     every worker of the pool (see the module documentation for what each backend sets up).
 
@@ -153,7 +151,7 @@ def keras(
     # resolved now, on the client: a missing plugin fails at decoration, not on the node
     inner = _torch_decorator(timeout) if backend == "torch" else None
 
-    def apply(fn: Callable[..., Any]) -> DistributedFunction[..., Any]:
+    def apply(fn: Callable[P, R]) -> DistributedFunction[P, R]:
         check_target(fn, "keras")  # before torch's wrapper names itself in the error
         return wrap(fn if inner is None else inner(fn), launcher)
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import socket
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.distributed.backends.base import DistributedFunction, decorator
+from skyward.distributed.backends.base import DistributedDecorator, decorator
 from skyward.distributed.backends.env import head_endpoint, scoped_environ
 from skyward.distributed.backends.rendezvous import Peer, exchange
 from skyward.errors import ConfigurationError, SkywardError
@@ -137,7 +137,7 @@ class TensorFlowLauncher:
             yield
 
 
-def tensorflow(*, timeout: float | None = None) -> Callable[[Callable[..., Any]], DistributedFunction[..., Any]]:
+def tensorflow(*, timeout: float | None = None) -> DistributedDecorator:
     """``@distributed.tensorflow()``: ``TF_CONFIG`` is set on every worker of the pool, so a
     ``tf.distribute.MultiWorkerMirroredStrategy()`` created in the function spans them all.
 
