@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -121,7 +121,13 @@ class World(Generic[F]):
     stopped: list[str] = field(default_factory=list)  # machines that shut themselves down (their TTL)
 
 
-def emulate(fake: F, shut_down: Callable[[str], None], *, shutdown_time_scale: float = 1.0) -> Iterator[World[F]]:
+def emulate(
+    fake: F,
+    shut_down: Callable[[str], None],
+    *,
+    shutdown_time_scale: float = 1.0,
+    extra_stubs: Mapping[str, str] | None = None,
+) -> Iterator[World[F]]:
     """Attach the emulated-instance harness to ``fake``; ``shut_down(id)`` is what the
     provider does to a machine that shuts itself down."""
     from harness import EmulatedInstances
@@ -132,7 +138,7 @@ def emulate(fake: F, shut_down: Callable[[str], None], *, shutdown_time_scale: f
         world.stopped.append(instance_id)
         shut_down(instance_id)
 
-    harness = EmulatedInstances(stopped, shutdown_time_scale=shutdown_time_scale)
+    harness = EmulatedInstances(stopped, shutdown_time_scale=shutdown_time_scale, extra_stubs=extra_stubs)
     world = World(fake, harness)
     fake.address_for = harness.address_for
 

@@ -149,9 +149,14 @@ def test_unknown_machine_and_unoffered_accelerator_fail_early(aws: AwsWorld) -> 
         _plain(AWS(client_cidr=CLIENT_CIDR), machine="zz9.huge")
     with pytest.raises(ConfigurationError, match="AWS offers no instance with MI300X"):
         ComputePool(provider=AWS(client_cidr=CLIENT_CIDR), accelerator="MI300X", display="quiet")
-    with pytest.raises(ConfigurationError, match="MIG partitions are not available"):
-        ComputePool(provider=AWS(client_cidr=CLIENT_CIDR), accelerator="H100@3g.40gb", display="quiet")
     assert aws.proxy.actions("CreateSecurityGroup") == []
+
+
+def test_a_mig_accelerator_picks_the_instance_with_its_gpus_and_a_worker_per_partition(aws: AwsWorld) -> None:
+    accelerator = Accelerator.NVIDIA.A100(count=8, memory="40GB", mig="3g.20gb")
+    driver, spec = _plain(AWS(client_cidr=CLIENT_CIDR), accelerator=accelerator, spot="never")
+    assert driver.offer.instance.name == "p4d.24xlarge"
+    assert spec.workers_per_node == 16  # 8 GPUs x 2 partitions
 
 
 def test_use_ssm_opens_nothing_and_gives_nodes_the_ssm_role(aws: AwsWorld) -> None:

@@ -4,7 +4,7 @@ packages)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from fakes.digitalocean import FakeDigitalOcean
 from providers_support import World, finish, make_spec, run
@@ -23,6 +23,8 @@ def nothing_left(fake: FakeDigitalOcean) -> dict[str, list[str]]:
     return {k: v for k, v in live.items() if v}
 
 
-def emulate(fake: FakeDigitalOcean, *, shutdown_time_scale: float = 1.0) -> Iterator[DropletWorld]:
+def emulate(
+    fake: FakeDigitalOcean, *, shutdown_time_scale: float = 1.0, extra_stubs: Mapping[str, str] | None = None
+) -> Iterator[DropletWorld]:
     # A droplet that shuts itself down is off, and DigitalOcean still bills it.
-    yield from emulate_on(fake, fake.power_off, shutdown_time_scale=shutdown_time_scale)
+    yield from emulate_on(fake, fake.power_off, shutdown_time_scale=shutdown_time_scale, extra_stubs=extra_stubs)

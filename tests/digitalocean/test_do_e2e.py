@@ -108,3 +108,47 @@ def test_a_vanished_client_leaves_a_billed_droplet_that_the_next_pool_deletes(
         assert fake.violations == []
     finally:
         next(world_iter, None)
+
+
+# nvidia-smi on an emulated H100 droplet: `-L` lists the GPU, and the MIG devices once
+# `mig -cgi <profiles> -C` has created them (state kept in the instance's control folder)
+NVIDIA_SMI = """
+state = os.path.join(CONTROL, "mig-profiles")
+args = sys.argv[1:]
+if args == ["-L"]:
+    print("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5c2b0f7e-0000-4000-8000-000000000000)")
+    if os.path.exists(state):
+        for i, profile in enumerate(open(state).read().split(",")):
+            print(f"  MIG {profile}     Device  {i}: (UUID: MIG-{i}a2b0f7e-0000-4000-8000-00000000000{i})")
+elif args[:1] == ["mig"] and "-cgi" in args:
+    open(state, "w").write(args[args.index("-cgi") + 1])
+"""
+
+
+@compute
+def partition() -> tuple[int, int, str]:
+    info = skyward.instance_info()
+    return info.rank, info.worker, os.environ["CUDA_VISIBLE_DEVICES"]
+
+
+def test_a_mig_droplet_is_partitioned_and_each_worker_gets_one_partition(
+    fake_do: FakeDigitalOcean, do_config: DigitalOcean
+) -> None:
+    import sys
+    from contextlib import contextmanager
+
+    from harness import recorder
+
+    with contextmanager(emulate)(fake_do, extra_stubs={"nvidia-smi": recorder(sys.executable, NVIDIA_SMI)}) as world:
+        accelerator = skyward.Accelerator.NVIDIA.H100(mig="3g.40gb")
+        with ComputePool(provider=do_config, accelerator=accelerator, display="quiet") as pool:
+            assert pool.spec.workers_per_node == 2
+            (instance_id,) = [n.instance_id for n in pool.nodes]
+            results = sorted(partition() @ pool)
+        calls = [c["argv"][1:] for c in world.harness.calls(instance_id) if c["argv"][0] == "nvidia-smi"]
+    assert results == [
+        (0, 0, "MIG-0a2b0f7e-0000-4000-8000-000000000000"),
+        (1, 1, "MIG-1a2b0f7e-0000-4000-8000-000000000001"),
+    ]
+    assert ["-i", "0", "-mig", "1"] in calls
+    assert ["mig", "-i", "0", "-cgi", "3g.40gb,3g.40gb", "-C"] in calls

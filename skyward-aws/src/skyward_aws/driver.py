@@ -158,11 +158,6 @@ class AWSDriver:
 
         if spec.accelerator is not None and spec.machine is None:
             families.families_for(spec.accelerator)
-        if spec.accelerator is not None and spec.accelerator.mig:
-            raise ConfigurationError(
-                f"accelerator {str(spec.accelerator)!r}: MIG partitions are not available on the AWS provider yet; "
-                "request whole GPUs (e.g. accelerator='H100') and use concurrency=... for several workers per node"
-            )
         if self.config.use_ssm and self.config.endpoint_resolver is None:
             require_session_manager_plugin()
         require_credentials(self._get_session())

@@ -46,6 +46,9 @@ class AgentConfig:
     metrics_interval: float = 2.0
     accelerators: list[str] = field(default_factory=list)
     visible_devices: list[str | None] = field(default_factory=list)
+    # > 0: the bootstrap partitioned the GPUs into this many MIG devices; the agent finds
+    # them with nvidia-smi -L and gives each worker one (see accelerators.mig_node)
+    mig_devices: int = 0
     head_addr: str = "127.0.0.1"
     head_port: int = 0
     instance_id: str = ""

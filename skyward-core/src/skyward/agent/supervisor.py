@@ -351,8 +351,22 @@ class Supervisor:
         self.context.term()
 
 
+def _with_mig_devices(config: AgentConfig) -> AgentConfig:
+    """The config with each worker's MIG device, when the bootstrap partitioned the GPUs."""
+    if config.mig_devices <= 0 or config.visible_devices:
+        return config
+    import dataclasses
+    import subprocess
+
+    from skyward.accelerators.mig_node import assign_mig_devices, mig_devices
+
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
+    devices = assign_mig_devices(mig_devices(listing), config.workers, config.mig_devices)
+    return dataclasses.replace(config, visible_devices=devices)
+
+
 def main() -> None:
-    config = AgentConfig.from_env()
+    config = _with_mig_devices(AgentConfig.from_env())
     os.environ.pop("SKYWARD_AGENT_CONFIG", None)
     supervisor = Supervisor(config)
 

@@ -215,6 +215,14 @@ class ComputePool:
     ) -> str:
         spec = self.spec
         grace = float(getattr(spec.provider, "grace_period", 30.0))
+        # A cloud node partitions its own GPUs; a driver that maps devices itself (Local,
+        # or a provider whose machines come partitioned) passes visible_devices instead.
+        mig = spec.accelerator is not None and bool(spec.accelerator.mig) and not visible_devices
+        mig_steps: list[tuple[str, str]] = []
+        if mig and spec.accelerator is not None:
+            from skyward.accelerators.mig_node import mig_setup_script
+
+            mig_steps.append(("mig", mig_setup_script(spec.accelerator.mig, spec.accelerator.count)))
         config = AgentConfig(
             pool_id=spec.pool_id,
             node=node,
@@ -229,11 +237,12 @@ class ComputePool:
             metrics_interval=2.0 if spec.collect_metrics else 0.0,
             accelerators=[str(spec.accelerator)] * max(1, spec.partitions) if spec.accelerator else [],
             visible_devices=list(visible_devices),
+            mig_devices=spec.partitions if mig else 0,
             instance_id=instance_id,
         )
         from skyward.agent.config import ENV_VAR
 
-        steps = [(s.name, s.script) for s in _plugin_steps(spec.image)]
+        steps = [*mig_steps, *((s.name, s.script) for s in _plugin_steps(spec.image))]
         steps += [("volumes", script) for script in _volume_scripts(spec.volumes)]
         ctx = BootstrapContext(
             local=context.local,
