@@ -346,3 +346,12 @@ def test_later_plugin_extends_existing_model() -> None:
         assert len(current_catalog().variants("L4")) == 1
     finally:
         registry.unregister(plugin)
+
+
+def test_module_level_nvidia_factories_are_the_accelerator_ones() -> None:
+    import skyward as sky
+
+    assert sky.accelerators.A100() == Accelerator.NVIDIA.A100()
+    assert sky.accelerators.H100(count=2, mig="3g.40gb") == Accelerator.NVIDIA.H100(count=2, mig="3g.40gb")
+    for name in ("T4", "L4", "L40S", "A10G", "H200", "B200", "GB200", "GH200", "V100"):
+        assert getattr(sky.accelerators, name)() == getattr(Accelerator.NVIDIA, name)(), name
