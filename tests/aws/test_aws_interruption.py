@@ -9,6 +9,7 @@ proposed in /tmp/proposals (see skyward_aws.interruption for the drop-box contra
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,7 @@ from typing import Any
 import pytest
 
 from skyward import ComputePool, Spot, compute
-from skyward.events import InstanceInterrupted, Notice
-from skyward.transport.client import PoolClient
+from skyward.events import InstanceInterrupted, LogLine, Notice
 from skyward_aws import AWS
 from skyward_aws.driver import node_run_dir, notices_dir
 from skyward_aws.interruption import NOTICE_FILE, REBALANCE_FILE
@@ -130,26 +130,45 @@ def slow(i: int) -> int:
     return i
 
 
-@pytest.mark.skipif(
-    not hasattr(PoolClient, "drain_node"),
-    reason="needs the core's interruption support: agent drop box, pool drain and replacement (proposal aws-1)",
-)
+@compute
+def traced(i: int) -> tuple[int, int]:
+    import time
+
+    import skyward
+
+    node = skyward.instance_info().node
+    print(f"traced {i} started on node {node}", flush=True)
+    time.sleep(4)
+    return i, node
+
+
 def test_the_pool_moves_work_off_an_interrupted_node_and_replaces_it(aws: AwsWorld, emulated: Emulation) -> None:
     provider = AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     events: list[Any] = []
     spot = Spot.Always(retries=0)
     with ComputePool(provider=provider, nodes=2, spot=spot, display="quiet", on_event=events.append) as pool:
-        _, second = pool.nodes
         futures = [pool.submit(slow(i)) for i in range(2)]
-        time.sleep(1.5)
-        emulated.moto.interrupt(second.instance_id)
+        direct: list[tuple[int, int]] = []
+        caller = threading.Thread(target=lambda: direct.append(traced(9) >> pool))
+        caller.start()
+        started: list[str] = []
+        deadline = time.monotonic() + 20
+        while not started and time.monotonic() < deadline:
+            started = [e.line for e in events if isinstance(e, LogLine) and "traced 9 started" in e.line]
+            time.sleep(0.05)
+        assert started, "the >> call never started"
+        lost = int(started[0].rsplit(" ", 1)[1])  # interrupt the node that runs the >> call
+        victim = pool.nodes[lost]
+        emulated.moto.interrupt(victim.instance_id)
         assert sorted(f.result(timeout=60) for f in futures) == [0, 1]  # whichever run finished first
+        caller.join(timeout=60)
+        assert direct == [(9, 1 - lost)]  # the >> call ran again on the other node
         deadline = time.monotonic() + 60
-        while pool.nodes[1].instance_id == second.instance_id and time.monotonic() < deadline:
+        while pool.nodes[lost].instance_id == victim.instance_id and time.monotonic() < deadline:
             time.sleep(0.2)
         interrupted = [e for e in events if isinstance(e, InstanceInterrupted)]
-        assert [(e.instance_id, e.node) for e in interrupted] == [(second.instance_id, 1)]
-        assert pool.nodes[1].instance_id != second.instance_id  # replaced under Spot.Always
-        aws.ec2.terminate_instances(InstanceIds=[second.instance_id])  # AWS takes it two minutes later
+        assert [(e.instance_id, e.node) for e in interrupted] == [(victim.instance_id, lost)]
+        assert pool.nodes[lost].instance_id != victim.instance_id  # replaced under Spot.Always
+        aws.ec2.terminate_instances(InstanceIds=[victim.instance_id])  # AWS takes it two minutes later
         assert sorted(r for r in slow(7) @ pool) == [7, 7]  # the replacement serves
     assert set(aws.states(pool.spec.pool_id).values()) == {"terminated"}

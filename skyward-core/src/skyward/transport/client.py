@@ -316,9 +316,13 @@ class PoolClient:
                         raise rebuild_exception(payload, worker.node)
                 if self._closed_reason is not None:
                     raise self._closed_reason
+                node = self._nodes[worker.node]
+                if self._rerun_interrupted and (node.draining or worker not in node.workers):
+                    # the node got an interruption notice (or was replaced since): run the
+                    # task again elsewhere, through the queue; a late reply here is ignored
+                    return False, None
                 if worker.generation != generation:
-                    lost = self._nodes[worker.node].lost
-                    raise (NodeLostError if lost else WorkerDiedError)(worker.last_death)
+                    raise (NodeLostError if node.lost else WorkerDiedError)(worker.last_death)
         finally:
             with self._lock:
                 worker.reserved -= 1
