@@ -511,8 +511,9 @@ class ComputePool:
         client = self._require_client()
         functions: dict[int, tuple[bytes, bytes]] = {}
         payloads = [self._payload(p, functions) for p in batch.items]
-        futures = self._track(client.submit_many(payloads))
-        return _collect(futures)
+        with self._progress_lock:
+            self._submitted += len(payloads)
+        return client.submit_batch(payloads, on_finish=self._count_direct).wait()
 
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
         """Run on every worker of every node (``pending @ pool``); one result per worker,
