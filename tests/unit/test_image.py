@@ -116,3 +116,27 @@ def test_bootstrap_refuses_a_node_python_that_differs_from_the_client(tmp_path: 
     result = _run(render_bootstrap(Image(), 0, context), tmp_path)
     assert result.returncode != 0
     assert f"client runs Python {CLIENT_PYTHON}" in result.stderr and "this node runs Python 3." in result.stderr
+
+
+def test_an_edited_local_checkout_gets_a_fresh_environment(tmp_path: Path) -> None:
+    from skyward.bootstrap import environment_key
+
+    package = tmp_path / "my pkg" / "src" / "mine"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    (package / "__pycache__").mkdir()
+    requirement = f"mine @ {(tmp_path / 'my pkg').as_uri()}"
+    image = Image(pip=["six"])
+
+    def key() -> str:
+        context = BootstrapContext(local=True, skyward_requirement="skyward-core==0.1.0", pinned=(requirement,))
+        return environment_key(image, context)
+
+    first = key()
+    assert key() == first  # stable while nothing changes
+    (package / "__pycache__" / "x.pyc").write_bytes(b"ignored")
+    assert key() == first  # bytecode is not source
+    (package / "__init__.py").write_text("VALUE = 2\n")
+    assert key() != first  # the environment holds a copy of the old code: rebuild it
+    pinned = BootstrapContext(local=True, skyward_requirement="skyward-core==0.1.0", pinned=("six==1.16.0",))
+    assert environment_key(image, pinned) == environment_key(image, pinned)

@@ -7,6 +7,8 @@ import json
 import math
 import shlex
 from importlib import metadata
+from pathlib import Path
+from urllib.parse import unquote
 
 from skyward.agent.config import STEP_MARKER
 from skyward.image import BootstrapContext, Image
@@ -77,9 +79,36 @@ fi"""
 
 
 def environment_key(image: Image, ctx: BootstrapContext) -> str:
-    """The cache key of a built environment: the image, plus what skyward it holds."""
-    extra = json.dumps([ctx.skyward_requirement, list(ctx.pinned), ctx.python_executable])
+    """The cache key of a built environment: the image, plus what skyward it holds.
+
+    A requirement installed from a local checkout (``name @ file:///...``) keeps the same
+    text while its code changes, and the environment holds a copy of it: its sources'
+    digest is part of the key, so an edited checkout gets a fresh environment instead of
+    running yesterday's skyward next to today's client.
+    """
+    requirements = [r for r in (ctx.skyward_requirement, *ctx.pinned) if r]
+    extra = json.dumps([*requirements, ctx.python_executable, *map(local_source_digest, requirements)])
     return f"{image.content_hash()}-{hashlib.sha256(extra.encode()).hexdigest()[:8]}"
+
+
+_SOURCE_SUFFIXES = (".py", ".pyi", ".toml", ".json", ".typed", ".cfg", ".txt", ".sh")
+
+
+def local_source_digest(requirement: str) -> str:
+    """A digest of the files a ``name @ file:///path`` requirement would install; "" for
+    any other requirement. Reads the tree (a few hundred small files for a checkout)."""
+    _, sep, url = requirement.partition(" @ file://")
+    if not sep:
+        return ""
+    root = Path(unquote(url))
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+            continue
+        if path.is_file() and path.suffix in _SOURCE_SUFFIXES:
+            digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def needs_environment(image: Image, ctx: BootstrapContext) -> bool:
