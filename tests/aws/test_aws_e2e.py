@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from harness import recorder
+from lifecycle_support import lifecycle_problems
 
 import skyward
 from skyward import ComputePool, compute, gather
@@ -28,7 +29,10 @@ def where(x: int) -> tuple[int, str, int]:
 
 def test_pool_runs_on_emulated_instances_and_terminates_them(aws: AwsWorld, emulated: Emulation) -> None:
     provider = skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
-    with ComputePool(provider=provider, nodes=2, accelerator="T4", display="quiet", spot="never") as pool:
+    seen: list[object] = []
+    with ComputePool(
+        provider=provider, nodes=2, accelerator="T4", display="quiet", on_event=seen.append, spot="never"
+    ) as pool:
         pool_id = pool.spec.pool_id
         assert [n.instance_type for n in pool.nodes] == ["g4dn.xlarge", "g4dn.xlarge"]
         one = where(3) >> pool
@@ -39,6 +43,7 @@ def test_pool_runs_on_emulated_instances_and_terminates_them(aws: AwsWorld, emul
         assert hosts == {emulated.harness.address_for(n.instance_id) for n in pool.nodes}
         many = gather(*(where(i) for i in range(6))) >> pool
         assert [r[0] for r in many] == [i * i for i in range(6)]
+    assert lifecycle_problems(seen, nodes=2, priced=True) == []
     states = aws.states(pool_id)
     assert len(states) == 2 and set(states.values()) == {"terminated"}
     assert aws.security_groups(pool_id) == []

@@ -219,3 +219,31 @@ def test_a_bootstrap_that_never_finishes_times_out_and_cleans_up(aws: AwsWorld) 
     states = aws.states(pool.spec.pool_id)
     assert len(states) == 2 and set(states.values()) == {"terminated"}
     assert aws.security_groups(pool.spec.pool_id) == []
+
+
+def test_a_failed_terminate_is_looked_at_again_and_retried(aws: AwsWorld) -> None:
+    # A node that shuts itself down while the pool terminates it can make one call fail.
+    aws.proxy.fail_nth("TerminateInstances", 1, "InvalidNetworkInterfaceID.NotFound", "injected race", status=400)
+    sleeps: list[float] = []
+    driver, handles, (spec, _) = _run(aws, "never", sleeps=sleeps)
+    launched = len(sleeps)
+    _close(driver, handles)
+    assert [c.refused for c in aws.proxy.actions("TerminateInstances")] == ["InvalidNetworkInterfaceID.NotFound", None]
+    assert sleeps[launched:] == [0.5]
+    states = aws.states(spec.pool_id)
+    assert len(states) == 2 and set(states.values()) == {"terminated"}
+
+
+def test_a_terminate_that_keeps_failing_says_how_to_terminate_by_hand(aws: AwsWorld) -> None:
+    for n in (1, 2, 3):
+        aws.proxy.fail_nth("TerminateInstances", n, "UnauthorizedOperation", "not allowed", status=403)
+    driver, handles, (spec, _) = _run(aws, "never")
+    with pytest.raises(
+        ProvisioningError, match="Terminate them yourself: aws ec2 terminate-instances --region us-east-1"
+    ):
+        driver.terminate(handles)
+    assert len(aws.proxy.actions("TerminateInstances")) == 3
+    assert set(aws.states(spec.pool_id).values()) == {"running"}
+    aws.proxy.rules.clear()
+    _close(driver, handles)
+    assert set(aws.states(spec.pool_id).values()) == {"terminated"}

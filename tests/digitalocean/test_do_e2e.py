@@ -8,6 +8,7 @@ import os
 import pytest
 from do_support import DropletWorld, emulate, nothing_left
 from fakes.digitalocean import FakeDigitalOcean
+from lifecycle_support import lifecycle_problems
 from providers_support import vanish_client, wait_until
 
 import skyward
@@ -26,7 +27,8 @@ def where(x: int) -> tuple[int, str, int, int]:
 
 def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld, do_config: DigitalOcean) -> None:
     fake, harness = droplets.fake, droplets.harness
-    with ComputePool(provider=do_config, nodes=2, display="quiet") as pool:
+    seen: list[object] = []
+    with ComputePool(provider=do_config, nodes=2, display="quiet", on_event=seen.append) as pool:
         ids = [n.instance_id for n in pool.nodes]
         assert all(harness.is_running(i) for i in ids)
         first = where(3) >> pool
@@ -37,6 +39,7 @@ def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld,
         many = gather(*(where(i) for i in range(6))) >> pool
         assert [r[0] for r in many] == [i * i for i in range(6)]
         assert all(fake.droplets[int(i)].status == "active" for i in ids)
+    assert lifecycle_problems(seen, nodes=2, priced=True) == []
     assert all(fake.droplets[int(i)].status == "deleted" for i in ids)  # deleted, not powered off
     wait_until(lambda: not any(harness.is_running(i) for i in ids), timeout=10, interval=0.05)
     assert not any(harness.is_running(i) for i in ids)

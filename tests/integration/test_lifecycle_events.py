@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from lifecycle_support import lifecycle_problems
 from rich.console import Console
 
 import skyward as sky
@@ -26,14 +27,8 @@ def test_a_pool_emits_its_whole_lifecycle_in_order() -> None:
     with sky.ComputePool(nodes=2, display="quiet", on_event=seen.append) as pool:
         hello(1) >> pool
         time.sleep(0.3)  # let the log line arrive
+    assert lifecycle_problems(seen, nodes=2) == []
     kinds = [type(e).__name__ for e in seen]
-    order = [
-        *("InfraCreating", "InfraCreated", "InstanceLaunching", "InstanceProvisioned", "BootstrapStarting"),
-        *("BootstrapProgress", "BootstrapCompleted", "PoolStarted", "PoolStopping", "InstanceStopping", "CostFinal"),
-    ]
-    positions = [kinds.index(k) for k in order]
-    assert positions == sorted(positions), kinds
-    assert kinds[-1] == "CostFinal" and kinds.count("InstanceProvisioned") == 2
     assert kinds.index("PoolStarted") < kinds.index("CostUpdate") < kinds.index("PoolStopping")
     steps = [e.step for e in seen if isinstance(e, ev.BootstrapProgress)]
     assert {"apt", "deps", "server"} <= set(steps)

@@ -140,3 +140,25 @@ def test_an_edited_local_checkout_gets_a_fresh_environment(tmp_path: Path) -> No
     assert key() != first  # the environment holds a copy of the old code: rebuild it
     pinned = BootstrapContext(local=True, skyward_requirement="skyward-core==0.1.0", pinned=("six==1.16.0",))
     assert environment_key(image, pinned) == environment_key(image, pinned)
+
+
+def test_the_agent_inherits_the_steps_its_bootstrap_went_through(tmp_path: Path) -> None:
+    # A stand-in interpreter: passes the version check (reads its stdin), then plays the
+    # agent by printing what it inherited.
+    fake = tmp_path / "python"
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = "-" ]; then cat >/dev/null; exit 0; fi\necho "steps=$SKYWARD_BOOTSTRAP_STEPS"\n'
+    )
+    fake.chmod(0o755)
+    context = BootstrapContext(local=True, python_executable=str(fake), extra_steps=(("volumes", "true"),))
+    script = render_bootstrap(Image(), 0, context)
+    result = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"SKYWARD_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+             "SKYWARD_BOOTSTRAP_STEPS": "stale from a parent"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "steps= ttl apt deps volumes server"

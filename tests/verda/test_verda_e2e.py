@@ -7,6 +7,7 @@ import os
 
 import pytest
 from fakes.verda import FakeVerda
+from lifecycle_support import lifecycle_problems
 from providers_support import vanish_client, wait_until
 from verda_support import InstanceWorld, emulate, nothing_left
 
@@ -27,7 +28,10 @@ def where(x: int) -> tuple[int, str, int, int]:
 
 def test_pool_runs_on_emulated_instances_and_deletes_them(instances: InstanceWorld, verda_config: Verda) -> None:
     fake, harness = instances.fake, instances.harness
-    with ComputePool(provider=verda_config, nodes=2, display="quiet", spot="if-available") as pool:
+    seen: list[object] = []
+    with ComputePool(
+        provider=verda_config, nodes=2, display="quiet", on_event=seen.append, spot="if-available"
+    ) as pool:
         ids = [n.instance_id for n in pool.nodes]
         assert all(harness.is_running(i) for i in ids)
         assert all(n.spot for n in pool.nodes)  # spot capacity was there
@@ -38,6 +42,7 @@ def test_pool_runs_on_emulated_instances_and_deletes_them(instances: InstanceWor
         assert {r[1] for r in every} == {n.ip for n in pool.nodes}
         many = gather(*(where(i) for i in range(6))) >> pool
         assert [r[0] for r in many] == [i * i for i in range(6)]
+    assert lifecycle_problems(seen, nodes=2, priced=True) == []
     assert all(fake.instances[i].status == "deleted" for i in ids)
     wait_until(lambda: not any(harness.is_running(i) for i in ids), timeout=10, interval=0.05)
     assert not any(harness.is_running(i) for i in ids)

@@ -58,6 +58,7 @@ DEFAULT_SPOT: SpotStrategy = SpotAlways()  # the seed's default: spot="always"
 NODE_TTL_SLACK = 600.0  # the expiry tag: the pool's timeout plus start-up and this much
 PROBE_INTERVAL = 0.5
 STATE_CHECK_INTERVAL = 5.0
+TERMINATE_ATTEMPTS = 3  # a node shutting itself down can make one TerminateInstances fail
 
 
 def node_run_dir(pool_id: str, node: int) -> str:
@@ -403,7 +404,7 @@ class AWSDriver:
         for node in nodes:
             node.address = self.resolver(spec).resolve(node.description)
             self._emit_provisioned(node, emit)
-        self._await_agents(spec, nodes, emit)
+        self._await_agents(spec, nodes)
         return [self._handle(node) for node in nodes]
 
     def _describe(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -463,10 +464,9 @@ class AWSDriver:
             return self.spot_prices[node.zone]
         return self.offer.instance.spot_price if self.offer else None
 
-    def _await_agents(self, spec: Any, nodes: list[_Node], emit: EventSink) -> None:
-        """Wait until every agent listens; fail fast when an instance dies meanwhile."""
-        from skyward.events import BootstrapCompleted
-
+    def _await_agents(self, spec: Any, nodes: list[_Node]) -> None:
+        """Wait until every agent listens; fail fast when an instance dies meanwhile. The
+        pool says BootstrapCompleted once it has the agent's hello (with the steps it took)."""
         waiting = {n.index: n for n in nodes}
         deadline = time.monotonic() + self.config.bootstrap_timeout
         next_state_check = time.monotonic() + STATE_CHECK_INTERVAL
@@ -475,7 +475,6 @@ class AWSDriver:
                 assert node.address is not None and node.instance_id is not None
                 if agent_listening(node.address.endpoint):
                     del waiting[index]
-                    emit(BootstrapCompleted(instance_id=node.instance_id))
             if not waiting:
                 return
             now = time.monotonic()
@@ -537,10 +536,19 @@ class AWSDriver:
         if not ids:
             return
         try:
-            ids = self._still_alive(ids)
-            if not ids:
-                return
-            self.clients.ec2.terminate_instances(InstanceIds=ids)
+            for attempt in range(TERMINATE_ATTEMPTS):
+                ids = self._still_alive(ids)
+                if not ids:
+                    return
+                try:
+                    self.clients.ec2.terminate_instances(InstanceIds=ids)
+                    break
+                except Exception:
+                    # A node that shuts itself down (its agent exited, TTL) races this call;
+                    # what matters is whether any is still alive, so look again.
+                    if attempt == TERMINATE_ATTEMPTS - 1:
+                        raise
+                    self._sleep(0.5 * (attempt + 1))
             with self._lock:
                 self.terminated.update(ids)
             log.info("aws instances terminated", pool=self._pool_id, instances=ids)

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote
 
-from skyward.agent.config import STEP_MARKER
+from skyward.agent.config import STEP_MARKER, STEPS_ENV
 from skyward.image import BootstrapContext, Image
 
 ENV_COMPLETE = ".skyward-complete"
@@ -20,8 +20,14 @@ def _q(value: str) -> str:
     return shlex.quote(value)
 
 
+def _step(title: str) -> str:
+    """Announces a step on stdout (the Local provider follows it) and records it for the
+    agent to report (cloud nodes, whose stdout nobody reads while they boot)."""
+    return f'echo "{STEP_MARKER} {title}"\n{STEPS_ENV}+={_q(" " + title)}'
+
+
 def _section(title: str, body: str) -> str:
-    return f'\n# --- {title}\necho "{STEP_MARKER} {title}"\n{body.strip()}\n'
+    return f"\n# --- {title}\n{_step(title)}\n{body.strip()}\n"
 
 
 def _ttl(ttl: int, ctx: BootstrapContext) -> str:
@@ -122,6 +128,7 @@ def _deps(image: Image, ctx: BootstrapContext) -> str:
     python = ctx.python_executable or image.python
     index = f"--extra-index-url {_q(image.pip_extra_index_url)} " if image.pip_extra_index_url else ""
     packages = " ".join(_q(p) for p in (*image.pip, *(ctx.skyward_requirement or "skyward-core",), *ctx.pinned))
+    building = _step("skyward").replace("\n", "\n  ")
     return f"""ENV_DIR="$SKYWARD_HOME/envs/{key}"
 mkdir -p "$SKYWARD_HOME/envs"
 exec 9>"$ENV_DIR.lock"
@@ -129,7 +136,7 @@ flock 9   # nodes sharing a disk build each environment once
 if [ ! -f "$ENV_DIR/{ENV_COMPLETE}" ]; then
   rm -rf "$ENV_DIR"
   "$UV" venv --quiet --python {_q(python)} "$ENV_DIR"
-  echo "{STEP_MARKER} skyward"
+  {building}
   "$UV" pip install --quiet --python "$ENV_DIR/bin/python" {index}{packages}
   touch "$ENV_DIR/{ENV_COMPLETE}"
 fi
@@ -176,6 +183,7 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         'export HOME="${HOME:-/root}"',
         f'SKYWARD_HOME="${{SKYWARD_HOME:-{home}}}"',
         'mkdir -p "$SKYWARD_HOME"',
+        f"{STEPS_ENV}=",
         _section("ttl", _ttl(ttl, ctx)),
         _section("apt", _apt(image, ctx)),
     ]
@@ -197,6 +205,7 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
             '"$PY" -m skyward.agent || echo "skyward bootstrap: the agent exited with status $?" >&2\n'
             'shutdown -h now "skyward: the agent exited" >/dev/null 2>&1 || poweroff'
         )
+    agent_env += f"\nexport {STEPS_ENV}"
     parts.append(_section("server", f"{_check(image)}\n{env_lines}\n{agent_env}\n{run_agent}"))
     return "\n".join(parts) + "\n"
 

@@ -10,17 +10,20 @@ from typing import Any
 ENV_VAR = "SKYWARD_AGENT_CONFIG"
 READY_MARKER = "::skyward-ready"
 DEFAULT_AGENT_PORT = 16789  # what cloud providers open to the client's address only
-BIND_HOST_ENV = "SKYWARD_BIND_HOST"
+BIND_HOST_ENV = "SKYWARD_BIND_HOST"  # overrides the host of a tcp bind (emulated instances)
 
 
 def node_ports(base: int, workers_per_node: int) -> tuple[int, int]:
     """The inclusive range of tcp ports a node listens on: its agent's at ``base``, then one
     per worker right after it (the client talks to each worker directly). Firewalls open
     exactly this range to the client's address."""
-    return base, base + workers_per_node  # overrides the host of a tcp bind (emulated instances)
+    return base, base + workers_per_node
 
 
 STEP_MARKER = "::skyward-step"
+# The bootstrap's steps, space-separated, as the agent inherits them: a cloud driver cannot
+# read a node's stdout, so the agent reports them and the pool replays them as events.
+STEPS_ENV = "SKYWARD_BOOTSTRAP_STEPS"
 
 
 @dataclass(frozen=True, slots=True)

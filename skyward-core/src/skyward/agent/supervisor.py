@@ -22,7 +22,7 @@ import cloudpickle
 import zmq
 
 import skyward
-from skyward.agent.config import READY_MARKER, AgentConfig
+from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
 from skyward.agent.metrics import MetricsSampler
 from skyward.agent.processes import WorkerProcess, describe_exit
 from skyward.transport import security, wire
@@ -214,6 +214,7 @@ class Supervisor:
             "pid": os.getpid(),
             "hostname": platform.node(),
             "executable": sys.executable,
+            "bootstrap_steps": os.environ.get(STEPS_ENV, "").split(),
         }
 
     def _drain_backend(self) -> None:

@@ -174,7 +174,7 @@ class ComputePool:
         self.close()
 
     def open(self) -> None:
-        from skyward.events import BootstrapCompleted, InfraCreated, InfraCreating, PoolStarted
+        from skyward.events import BootstrapCompleted, BootstrapProgress, InfraCreated, InfraCreating, PoolStarted
 
         with self._state_lock:
             if self._state != "new":
@@ -186,9 +186,13 @@ class ComputePool:
             region = self._driver.prepare(self.spec, self._emit_from_driver)
             self.emit(InfraCreated(region=region))
             self._nodes = self._driver.launch(self.spec, self._user_data, self._emit_from_driver)
-            self._connect()
-            for handle in self._nodes:  # a cloud driver cannot see its agents come up; the pool can
+            infos = self._connect()
+            for handle, info in zip(self._nodes, infos, strict=True):
+                # A cloud driver cannot read a node's stdout while it boots: its agent
+                # reports the steps it went through, and the pool tells them now.
                 if handle.instance_id not in self._bootstrapped:
+                    for step in info.get("bootstrap_steps", []):
+                        self.emit(BootstrapProgress(instance_id=handle.instance_id, step=step))
                     self.emit(BootstrapCompleted(instance_id=handle.instance_id))
         except BaseException:
             self._teardown_after_failure()
@@ -256,7 +260,8 @@ class ComputePool:
         )
         return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
 
-    def _connect(self) -> None:
+    def _connect(self) -> list[dict[str, Any]]:
+        """Connects to every agent and checks it can serve this client; returns their hellos."""
         import cloudpickle
 
         endpoints = [n.endpoint for n in self._nodes]
@@ -278,6 +283,7 @@ class ComputePool:
         }
         self._cluster = [wire.CLUSTER, wire.encode_json(cluster)]
         self._client.broadcast_control(self._cluster)
+        return infos
 
     def _on_node_message(self, node: int, kind: bytes, payload: Any) -> None:
         from skyward.events import Error, LogLine, Metrics, Notice
@@ -313,7 +319,7 @@ class ComputePool:
             ).start()
 
     def _replace_node(self, node: int, handle: NodeHandle) -> None:
-        from skyward.events import Error, Notice
+        from skyward.events import BootstrapCompleted, Error, Notice
 
         try:
             new = self._driver.replace(self.spec, handle, self._user_data, self.emit)  # type: ignore[attr-defined]
@@ -322,6 +328,7 @@ class ComputePool:
                 return
             self._client.replace_node(node, new.endpoint, self._cluster, timeout)
             self._nodes[node] = new
+            self.emit(BootstrapCompleted(instance_id=new.instance_id))
             self.emit(Notice(message=f"node {node} replaced: {handle.instance_id} -> {new.instance_id}"))
         except Exception as error:
             self.emit(
