@@ -11,19 +11,10 @@ from typing import Any
 
 from skyward import events as ev
 
-ORDER = (
-    "InfraCreating",
-    "InfraCreated",
-    "InstanceLaunching",
-    "InstanceProvisioned",
-    "BootstrapStarting",
-    "BootstrapProgress",
-    "BootstrapCompleted",
-    "PoolStarted",
-    "PoolStopping",
-    "InstanceStopping",
-    "CostFinal",
-)
+# Events that come when something happens rather than once per phase; the rest of the
+# union, which lists the events in the order of a pool's life, are the phases.
+OCCASIONAL = (ev.Metrics, ev.LogLine, ev.TaskProgress, ev.CostUpdate, ev.Error, ev.InstanceInterrupted, ev.Notice)
+ORDER = tuple(t.__name__ for t in ev.EVENT_TYPES if t not in OCCASIONAL)
 
 
 def lifecycle_problems(events: Sequence[Any], nodes: int, *, priced: bool = False) -> list[str]:
