@@ -7,7 +7,8 @@ root, inside:
 * its own PID namespace (killing the namespace's first process ends every process of the
   instance, however it was started: the emulated machine "powers off");
 * its own mount namespace with a private ``/tmp`` (instances never share or leave files
-  in this machine's ``/tmp``);
+  in this machine's ``/tmp``), in which only the ``/tmp`` entries holding the test
+  interpreter and its sources (a checkout cloned under ``/tmp``) stay visible;
 * a clean environment (nothing of the test process leaks in: no cloud credentials), with
   ``HOME`` and ``SKYWARD_HOME`` in the instance's own directory, ``SKYWARD_BIND_HOST``
   set to its loopback address (so its agent listens there), and stub executables first
@@ -41,7 +42,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,13 +55,32 @@ _ABSOLUTE_GUARDED = re.compile(r"(?<![\w./-])/(?:usr/)?s?bin/(" + "|".join(map(r
 
 # pid 1 of the instance: mount the private /tmp, run the user-data like cloud-init, and
 # stay up afterwards (a real instance keeps running, and billing, when its script ends)
+# $1 the instance's private /tmp, $2 its home, $3 its user-data, then the host's /tmp
+# entries it must still see (a checkout under /tmp holds the interpreter and its sources):
+# each is bound into the private /tmp first, and --rbind carries those binds along.
 _INIT = (
-    'mount --bind "$1" /tmp || { echo "[harness] cannot mount a private /tmp" >&2; exit 97; }\n'
+    'for keep in "${@:4}"; do\n'
+    '  mkdir -p "$1/${keep#/tmp/}" && mount --bind "$keep" "$1/${keep#/tmp/}" ||'
+    ' { echo "[harness] cannot keep $keep visible" >&2; exit 97; }\n'
+    "done\n"
+    'mount --rbind "$1" /tmp || { echo "[harness] cannot mount a private /tmp" >&2; exit 97; }\n'
     'cd "$2"\n'
     '"$3"\n'
     'echo "[harness] user-data exited with status $?" >&2\n'
     "exec sleep infinity\n"
 )
+
+
+def host_tmp_entries(paths: Iterable[str]) -> list[str]:
+    """The entries of the host's /tmp that ``paths`` lie in (``/tmp/a/b`` -> ``/tmp/a``):
+    what an instance, which gets a private /tmp, must still see of the host's."""
+    tmp = Path("/tmp")
+    kept = {tmp / Path(p).relative_to(tmp).parts[0] for p in paths if p and _strictly_under(Path(p), tmp)}
+    return sorted(str(k) for k in kept)
+
+
+def _strictly_under(path: Path, directory: Path) -> bool:
+    return path.is_absolute() and path != directory and path.is_relative_to(directory)
 
 
 class UnsafeUserData(ValueError):
@@ -146,11 +166,6 @@ class EmulatedInstances:
     ) -> None:
         if os.geteuid() != 0 or shutil.which("unshare") is None:
             raise RuntimeError("emulated instances need root and unshare(1) (PID and mount namespaces)")
-        if Path(python).resolve().is_relative_to("/tmp"):
-            raise ValueError(
-                f"the test interpreter {python} is under /tmp, which each instance replaces with its own: "
-                "put the checkout (and its .venv) somewhere else"
-            )
         if root is None:
             root = Path(tempfile.mkdtemp(prefix="skyward-harness-", dir="/var/tmp"))
             self._owns_root = True
@@ -165,6 +180,7 @@ class EmulatedInstances:
         self.extra_stubs = dict(extra_stubs or {})
         self.env = dict(env or {})
         self.python = python
+        self._keep = host_tmp_entries([python, str(Path(python).resolve()), *sys.path])
         self._uv = uv_script(python)
         self._addresses: dict[str, str] = {}
         self._instances: dict[str, EmulatedInstance] = {}
@@ -236,6 +252,7 @@ class EmulatedInstances:
                         "unshare", "--fork", "--pid", "--kill-child=SIGKILL", "--mount-proc",
                         "--propagation", "private", "--",
                         "bash", "-c", _INIT, "init", str(directory / "tmp"), str(directory / "home"), str(script),
+                        *self._keep,
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=console,

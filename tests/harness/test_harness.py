@@ -6,6 +6,7 @@ import gzip
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import EmulatedInstances, UnsafeUserData, check_user_data, decode_user_data, recorder
+from harness.instances import host_tmp_entries
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -187,3 +189,27 @@ touch "$HOME/done"; sleep 60
 def test_root_must_not_be_under_tmp(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="must not be under /tmp"):
         EmulatedInstances(lambda i: None, root=Path("/tmp") / "x")
+
+
+def test_only_the_host_tmp_entries_holding_the_interpreter_are_kept() -> None:
+    paths = ["/tmp/co/.venv/bin/python", "/tmp/co/skyward-core/src", "/tmp/other/x", "/tmp", "/usr/lib", "", "rel"]
+    assert host_tmp_entries(paths) == ["/tmp/co", "/tmp/other"]
+
+
+def test_an_interpreter_under_tmp_stays_visible_inside_instances(terminated: list[str]) -> None:
+    # A checkout cloned under /tmp: its .venv is there, and every instance mounts a private /tmp.
+    import venv
+
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="skyward-checkout-") as checkout:
+        venv.create(Path(checkout) / ".venv", symlinks=False, with_pip=False)
+        python = str(Path(checkout) / ".venv" / "bin" / "python")
+        assert Path(python).resolve().is_relative_to("/tmp")
+        with EmulatedInstances(terminated.append, python=python) as harness:
+            harness.start(
+                "i-tmp", f'#!/usr/bin/env bash\n{python} -c "print(1 + 1)" > "$HOME/out"\nls /tmp > "$HOME/ls"\n'
+            )
+            _wait(lambda: _marker(harness, "i-tmp", "ls").exists())
+            assert _marker(harness, "i-tmp", "out").read_text() == "2\n", harness.log("i-tmp")
+            seen = set(_marker(harness, "i-tmp", "ls").read_text().split())
+            kept = {Path(p).name for p in host_tmp_entries([python, *sys.path])}
+            assert Path(checkout).name in seen and seen <= kept  # and nothing else of the host's /tmp
