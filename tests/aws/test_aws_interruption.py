@@ -167,6 +167,18 @@ def test_the_pool_moves_work_off_an_interrupted_node_and_replaces_it(aws: AwsWor
         interrupted = [e for e in events if isinstance(e, InstanceInterrupted)]
         assert [(e.instance_id, e.node) for e in interrupted] == [(victim.instance_id, lost)]
         assert pool.nodes[lost].instance_id != victim.instance_id  # replaced under Spot.Always
+        replacement = pool.nodes[lost].instance_id
+        deadline = time.monotonic() + 10  # the pool says "replaced" after the bootstrap events
+        while not any(isinstance(e, Notice) and replacement in e.message for e in events):
+            assert time.monotonic() < deadline, "no Notice of the replacement"
+            time.sleep(0.05)
+        booted = [
+            type(e).__name__
+            for e in events
+            if type(e).__name__.startswith("Bootstrap") and e.instance_id == replacement
+        ]
+        assert booted[0] == "BootstrapStarting" and booted[-1] == "BootstrapCompleted", booted
+        assert "BootstrapProgress" in booted, booted  # the replacement's steps, as for the first nodes
         aws.ec2.terminate_instances(InstanceIds=[victim.instance_id])  # AWS takes it two minutes later
         assert sorted(r for r in slow(7) @ pool) == [7, 7]  # the replacement serves
     assert set(aws.states(pool.spec.pool_id).values()) == {"terminated"}

@@ -174,7 +174,7 @@ class ComputePool:
         self.close()
 
     def open(self) -> None:
-        from skyward.events import BootstrapCompleted, BootstrapProgress, InfraCreated, InfraCreating, PoolStarted
+        from skyward.events import InfraCreated, InfraCreating, PoolStarted
 
         with self._state_lock:
             if self._state != "new":
@@ -188,12 +188,7 @@ class ComputePool:
             self._nodes = self._driver.launch(self.spec, self._user_data, self._emit_from_driver)
             infos = self._connect()
             for handle, info in zip(self._nodes, infos, strict=True):
-                # A cloud driver cannot read a node's stdout while it boots: its agent
-                # reports the steps it went through, and the pool tells them now.
-                if handle.instance_id not in self._bootstrapped:
-                    for step in info.get("bootstrap_steps", []):
-                        self.emit(BootstrapProgress(instance_id=handle.instance_id, step=step))
-                    self.emit(BootstrapCompleted(instance_id=handle.instance_id))
+                self._report_bootstrap(handle, info)
         except BaseException:
             self._teardown_after_failure()
             raise
@@ -260,6 +255,18 @@ class ComputePool:
         )
         return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
 
+    def _report_bootstrap(self, handle: NodeHandle, info: dict[str, Any]) -> None:
+        """BootstrapProgress for each step, then BootstrapCompleted, for a node whose driver
+        could not follow its bootstrap: a cloud node's stdout cannot be read while it boots,
+        so its agent's hello lists the steps it went through."""
+        from skyward.events import BootstrapCompleted, BootstrapProgress
+
+        if handle.instance_id in self._bootstrapped:  # the driver followed it (Local)
+            return
+        for step in info.get("bootstrap_steps", []):
+            self.emit(BootstrapProgress(instance_id=handle.instance_id, step=step))
+        self.emit(BootstrapCompleted(instance_id=handle.instance_id))
+
     def _connect(self) -> list[dict[str, Any]]:
         """Connects to every agent and checks it can serve this client; returns their hellos."""
         import cloudpickle
@@ -319,16 +326,16 @@ class ComputePool:
             ).start()
 
     def _replace_node(self, node: int, handle: NodeHandle) -> None:
-        from skyward.events import BootstrapCompleted, Error, Notice
+        from skyward.events import Error, Notice
 
         try:
             new = self._driver.replace(self.spec, handle, self._user_data, self.emit)  # type: ignore[attr-defined]
             timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
             if self._client is None or self._state != "active":
                 return
-            self._client.replace_node(node, new.endpoint, self._cluster, timeout)
+            info = self._client.replace_node(node, new.endpoint, self._cluster, timeout)
             self._nodes[node] = new
-            self.emit(BootstrapCompleted(instance_id=new.instance_id))
+            self._report_bootstrap(new, info)
             self.emit(Notice(message=f"node {node} replaced: {handle.instance_id} -> {new.instance_id}"))
         except Exception as error:
             self.emit(
