@@ -29,6 +29,7 @@ from skyward.errors import (
     VersionMismatchError,
 )
 from skyward.image import CLIENT_PYTHON, BootstrapContext, Image
+from skyward.plugins.contributions import BootstrapStep
 from skyward.plugins.registry import registry
 from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.transport import serialize, wire
@@ -111,6 +112,7 @@ class ComputePool:
         self.provider_name = plugin.name
         self._driver: ProviderDriver = plugin.create_driver(provider)
         self._driver.validate(self.spec)
+        self._plugin_steps = _plugin_steps(self.spec.image)  # once, and before anything starts
         self._display = create_display(self.spec.display)
         self._bus = EventBus(on_event=on_event, display=self._display)
         self._pump: _EventPump | None = None
@@ -241,7 +243,7 @@ class ComputePool:
         )
         from skyward.agent.config import ENV_VAR
 
-        steps = [*mig_steps, *((s.name, s.script) for s in _plugin_steps(spec.image))]
+        steps = [*mig_steps, *((s.name, s.script) for s in self._plugin_steps)]
         steps += [("volumes", script) for script in _volume_scripts(spec.volumes)]
         ctx = BootstrapContext(
             local=context.local,
@@ -592,6 +594,6 @@ def _volume_scripts(volumes: Sequence[Any]) -> list[str]:
     return scripts
 
 
-def _plugin_steps(image: Image) -> list[Any]:
+def _plugin_steps(image: Image) -> list[BootstrapStep]:
     results = registry.pm.hook.skyward_bootstrap_steps(image=image)
     return [step for group in results for step in group]

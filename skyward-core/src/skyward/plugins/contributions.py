@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from skyward.errors import ConfigurationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +53,15 @@ class BootstrapStep:
 
     name: str
     script: str
+
+    def __post_init__(self) -> None:
+        # The name goes into the node's script and, on a cloud node, into the one word per
+        # step that its agent reports: a space or a quote would split or break both.
+        if not isinstance(self.name, str) or not _STEP_NAME.fullmatch(self.name):
+            raise ConfigurationError(
+                f"BootstrapStep(name={self.name!r}): a step's name is one word of at most 40 letters, "
+                "digits, '_', '.' or '-', starting with a letter or digit (it shows in BootstrapProgress)"
+            )
+
+
+_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
