@@ -132,6 +132,28 @@ def test_an_interrupted_node_gives_its_rerunnable_tasks_back_and_the_first_resul
     assert d.completed(elsewhere, 1, 0.0, 0.0) is False
 
 
+def test_tasks_waiting_behind_a_long_one_are_stolen_by_an_idle_worker() -> None:
+    d = Dispatcher([2])
+    d.submit(1, QUICK)
+    [(key, [first])] = d.assign(0.0)[:1]
+    d.completed(key, first, seconds=0.00001, now=0.0)  # measured instant: window 16
+    for task_id in range(2, 8):
+        d.submit(task_id, QUICK)
+    sent = dict(d.assign(0.0))
+    busy, idle = sorted(sent, key=lambda k: -len(sent[k]))
+    for task_id in sent[idle]:
+        d.completed(idle, task_id, seconds=0.00001, now=0.01)
+    d.steal(0.01)
+    assert d.recalls() == {}  # not stuck yet
+    d.steal(0.2)  # the busy worker's first task has run 0.2 s
+    recalls = d.recalls()
+    assert recalls == {busy: sent[busy][1:]}
+    for task_id in recalls[busy]:
+        assert d.recalled(busy, task_id) is False  # still wanted: back to the queue
+    [(taker, stolen)] = d.assign(0.2)
+    assert taker == idle and sorted(stolen) == sent[busy][1:]
+
+
 def test_a_replaced_node_fails_what_the_old_one_still_held() -> None:
     d = Dispatcher([1])
     d.submit(1, QUICK, target=(0, 0))
@@ -229,6 +251,13 @@ class DispatcherMachine(RuleBasedStateMachine):
             queue.remove(task_id)
             if self.d.recalled(key, task_id):
                 self._end(task_id)
+
+    @rule(seconds=st.sampled_from([0.01, 0.06, 1.0]))
+    def steal(self, seconds: float) -> None:
+        self.clock += seconds
+        self.d.steal(self.clock)
+        for key, ids in self.d.recalls().items():
+            self.recall_inbox.setdefault(key, []).extend(ids)
 
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import zmq
 
+from skyward.agent.watch import SocketWatch
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import security, serialize, wire
 
@@ -124,6 +125,7 @@ class Worker:
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()
         self.pending: deque[tuple[bytes, int, list[Any]]] = deque()  # (client, task id, frames), not begun
+        self.watch = SocketWatch(self.context, self.tasks, self._receive)
 
     def serve(self) -> None:
         from skyward.plugins.registry import get_plugin_manager
@@ -208,8 +210,9 @@ class Worker:
 
     def _run_pending(self) -> None:
         """Run the local queue in order. Between tasks, new messages are read (a RECALL
-        must reach the tasks after this one before they begin); quick results travel
-        together, at most ``_RESULT_FLUSH_SECONDS`` late, slow ones at once."""
+        must reach the tasks after this one before they begin), and during a long task
+        the watch thread reads them (see ``watch``); quick results travel together, at
+        most ``_RESULT_FLUSH_SECONDS`` late, slow ones at once."""
         done: list[tuple[int, wire.Status, int, float]] = []
         out: list[serialize.Frame] = []
         owner = b""
@@ -221,7 +224,11 @@ class Worker:
                 done, out = [], []
             owner = client
             started = time.perf_counter()
-            status, frames = run_task(self.cache, body)
+            self.watch.task_begins()
+            try:
+                status, frames = run_task(self.cache, body)
+            finally:
+                self.watch.task_ends()
             done.append((task_id, status, len(frames), time.perf_counter() - started))
             out.extend(frames)
             if int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
@@ -238,6 +245,7 @@ class Worker:
             pass  # the client is gone; the node's grace period ends us
 
     def close(self) -> None:
+        self.watch.close()
         if self.auth is not None:
             self.auth.stop()
         self.context.destroy(linger=500)

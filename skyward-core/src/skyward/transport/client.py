@@ -87,9 +87,8 @@ class PoolClient:
         rerun_interrupted: bool = False,
         decoder: ResultDecoder | None = None,
     ) -> None:
-        # rerun_interrupted: keep each task's frames until its result arrives, so the
-        # tasks of a node that gets an interruption notice can run again elsewhere (costs
-        # the memory of the payloads in flight; the pool turns it on for spot pools)
+        # rerun_interrupted: the tasks of a node that gets an interruption notice run
+        # again elsewhere (the pool turns it on for spot pools)
         self._rerun_interrupted = rerun_interrupted
         self._decoder = decoder or ResultDecoder()
         self._calls: list[Callable[[], None]] = []
@@ -107,7 +106,10 @@ class PoolClient:
         self._control: list[list[bytes]] = []
         self._dispatcher = Dispatcher([])
         self._completions: dict[int, Completion] = {}
-        self._payloads: dict[int, list[serialize.Frame]] = {}  # until sent (or the result, when re-runnable)
+        # A task's frames are kept until its result arrives: a task recalled from a busy
+        # worker or re-run after an interruption is sent again. What this keeps alive
+        # beyond the queue is at most a window of tasks per worker.
+        self._payloads: dict[int, list[serialize.Frame]] = {}
         self._fn_keys: dict[int, bytes] = {}
         self._ids = itertools.count(1)
         self._running = False
@@ -442,7 +444,9 @@ class PoolClient:
     def _loop(self) -> None:
         last_ping = 0.0
         while self._running:
-            for sock, _ in self._poller.poll(250):
+            # while tasks are out, look again at least every 50 ms: a worker may become
+            # stuck on a long task (see Dispatcher.steal) without any message arriving
+            for sock, _ in self._poller.poll(50 if self._dispatcher.pending() else 250):
                 if sock is self._wake_pull:
                     self._drain_wake()
                     continue
@@ -480,15 +484,12 @@ class PoolClient:
     def _dispatch(self) -> None:
         now = time.monotonic()
         with self._lock:
+            self._dispatcher.steal(now)
             assignments = self._dispatcher.assign(now)
             recalls = self._dispatcher.recalls()
             sends = [
                 (key, [(t, self._completions.get(t), self._payloads.get(t)) for t in ids]) for key, ids in assignments
             ]
-            if not self._rerun_interrupted:
-                for _, ids in assignments:
-                    for task_id in ids:
-                        self._payloads.pop(task_id, None)  # ZeroMQ owns the memory from here
         for key, ids in recalls.items():
             worker = self._worker(key)
             if worker.socket is not None:
@@ -502,7 +503,7 @@ class PoolClient:
         entries: list[tuple[int, int]] = []
         frames: list[Any] = []
         for task_id, completion, payload in tasks:
-            if completion is None or payload is None or not completion.set_running_or_notify_cancel():
+            if completion is None or payload is None or not _claim(completion):
                 with self._lock:  # cancelled after it was assigned: it never leaves
                     self._dispatcher.cancel(task_id)
                     self._dispatcher.recalled(worker.key, task_id)
@@ -714,6 +715,17 @@ class PoolClient:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._context.destroy(linger=0)
+
+
+def _claim(completion: Completion) -> bool:
+    """Mark the completion running as its task is sent; False if it was cancelled. A task
+    sent again (stolen from a busy worker, or re-run after an interruption) is running
+    already."""
+    if completion.done():
+        return False
+    if isinstance(completion, Future) and completion.running():
+        return True
+    return completion.set_running_or_notify_cancel()
 
 
 def _fail(completion: Completion, error: BaseException) -> None:

@@ -18,6 +18,10 @@ Rules it keeps:
   the worker drops it if it has not begun (``recalled``), or its result comes back.
 - A task meant for one worker (``@``) whose node is lost fails at once; so does
   everything that worker held. When every node is lost, everything fails.
+- A worker busy with a long task (its oldest task out for ``STEAL_AFTER``) takes no
+  queued work; when another worker is idle and nothing is queued, the tasks waiting
+  behind the long one are recalled and go to the idle worker (work stealing). A recalled
+  task that had already begun simply delivers its result: nothing runs twice.
 - A drained node (spot interruption notice) takes no new work; its re-runnable tasks go
   back to the front of the queue, and the first result of a task wins.
 """
@@ -36,6 +40,11 @@ MAX_WINDOW = 16
 # 2 ms: on this machine a round trip is ~0.1 ms; tasks of 0.1 ms then travel 16 at a
 # time (bench: gather of 10,000 trivial tasks unchanged), tasks of 5 ms or more one by one.
 PREFETCH_SECONDS = 0.002
+# A worker whose oldest task has been out this long is busy with a long one: it takes no
+# queued work, and when another worker is idle, what waits behind the long task is
+# recalled and runs there (work stealing; the worker answers a RECALL during a long task,
+# see agent/watch.py, which engages after 20 ms).
+STEAL_AFTER = 0.05
 _EWMA = 0.3  # weight of a new duration sample: follows a change within a few tasks
 
 WorkerKey = tuple[int, int]  # (node, worker)
@@ -69,6 +78,7 @@ class _TaskState:
     rerunnable: bool
     where: WorkerKey | None = None  # the worker that holds it, None while queued
     abandoned: bool = False  # cancelled after it was sent: a recall is on its way
+    stealing: bool = False  # recalled from a worker stuck on a long task, to run elsewhere
     reruns: int = 0
 
 
@@ -239,7 +249,11 @@ class Dispatcher:
                     out.append((key, sent))
         if not self._queue:
             return out
-        live = [w for w in self._workers.values() if self.is_usable(w.key) and w.load() < MAX_WINDOW]
+        live = [
+            w
+            for w in self._workers.values()
+            if self.is_usable(w.key) and w.load() < MAX_WINDOW and not self._stuck(w, now)
+        ]
         if not live:
             return out
         share = math.ceil(len(self._queue) / len(live))
@@ -250,6 +264,29 @@ class Dispatcher:
             if sent:
                 out.append((worker.key, sent))
         return out
+
+    def _stuck(self, worker: _WorkerState, now: float) -> bool:
+        """Whether the worker's oldest task has been out ``STEAL_AFTER`` or longer."""
+        for sent in worker.inflight.values():
+            return now - sent >= STEAL_AFTER
+        return False
+
+    def steal(self, now: float) -> None:
+        """When a worker is idle and nothing is queued, recall the tasks that wait behind a
+        long one on another worker (they come back through ``recalled``)."""
+        if self.queued():
+            return
+        if not any(self.is_usable(w.key) and w.load() == 0 and not w.targeted for w in self._workers.values()):
+            return
+        for worker in self._workers.values():
+            if len(worker.inflight) < 2 or not self._stuck(worker, now):
+                continue
+            for task_id in list(worker.inflight)[1:]:
+                task = self._tasks.get(task_id)
+                if task is None or task.abandoned or task.stealing or task.target is not None:
+                    continue
+                task.stealing = True
+                self._recalls.setdefault(worker.key, []).append(task_id)
 
     def _take(self, worker: _WorkerState, queue: deque[int], limit: int, now: float) -> list[int]:
         sent: list[int] = []
@@ -326,6 +363,7 @@ class Dispatcher:
             self._tasks.pop(task_id)
             return True
         task.where = None
+        task.stealing = False
         self._queue.appendleft(task_id)
         return False
 
