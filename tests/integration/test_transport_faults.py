@@ -6,12 +6,14 @@ teardown, a forked child cannot use its parent's pool."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import skyward as sky
@@ -209,3 +211,45 @@ def test_leaving_the_pool_waits_for_a_teardown_its_timeout_started(tmp_path: Pat
             step(30_000, "sleep", journal) >> pool
     with pytest.raises(ProcessLookupError):
         os.kill(agent, 0)  # the node was terminated before the with block returned
+
+
+@dataclasses.dataclass
+class Reading:
+    sensor: str
+    value: float
+
+
+class Hostile:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.system, ("echo a compromised node ran this on the client",)
+
+
+@sky.compute
+def produce(kind: str) -> object:
+    if kind == "reading":
+        return {"r": Reading("a", 1.5), "array": np.arange(3)}
+    if kind == "hostile":
+        return Hostile()
+    raise CustomFailure("remote")
+
+
+class CustomFailure(Exception):
+    pass
+
+
+def test_safe_mode_reads_data_and_refuses_a_result_that_would_run_code_here() -> None:
+    with sky.ComputePool(display="quiet", safe_results=True) as pool:
+        got = produce("reading") >> pool
+        assert got["r"] == Reading("a", 1.5) and type(got["r"]) is Reading
+        assert list(got["array"]) == [0, 1, 2]
+        with pytest.raises(CustomFailure):  # the user's own exceptions are read too
+            produce("fail") >> pool
+        for run in (lambda: produce("hostile") >> pool, lambda: sky.gather(produce("hostile")) >> pool):
+            with pytest.raises(UnreadableResultError, match=r"safe mode refused posix\.system.*allow_results"):
+                run()
+        assert produce("reading") >> pool is not None  # the pool goes on serving
+
+
+def test_safe_results_must_be_a_boolean() -> None:
+    with pytest.raises(sky.ConfigurationError, match="safe_results"):
+        sky.ComputePool(safe_results="yes")  # type: ignore[arg-type]

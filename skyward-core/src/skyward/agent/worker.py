@@ -66,12 +66,12 @@ class FunctionCache:
 def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
     tb = "".join(traceback.format_exception(exc))
     try:
-        return serialize.dumps((exc, tb))
+        return serialize.dumps_result((exc, tb))
     except Exception:
         # The exception itself cannot travel (unpicklable attributes): send its text.
         from skyward.errors import RemoteError
 
-        return serialize.dumps((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
+        return serialize.dumps_result((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
 
 
 def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
@@ -88,7 +88,7 @@ def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, lis
         sys.stdout.flush()
         sys.stderr.flush()
     try:
-        return wire.Status.OK, serialize.dumps(result)
+        return wire.Status.OK, serialize.dumps_result(result)
     except Exception as exc:
         error = TypeError(f"the result of {getattr(fn, '__qualname__', fn)} cannot be pickled: {exc}")
         return wire.Status.RAISED, _encode_exception(error)

@@ -36,6 +36,8 @@ from skyward.plugins.registry import registry
 from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
+from skyward.transport.results import ResultDecoder
+from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
 
 T = TypeVar("T")
@@ -95,6 +97,8 @@ class ComputePool:
         on_event: Callable[[Any], Any] | None = None,
         collect_metrics: bool = True,
         pip: Sequence[str] | None = None,
+        safe_results: bool | None = None,
+        allow_results: Sequence[str | type] = (),
     ) -> None:
         from skyward.callbacks import EventBus
         from skyward.display import create_display
@@ -110,6 +114,7 @@ class ComputePool:
             timeout=timeout, env=env, concurrency=concurrency, display=display,
             collect_metrics=collect_metrics,
         )  # fmt: skip
+        self._decoder = _result_decoder(provider, safe_results, allow_results)
         plugin = registry.provider_for(provider)
         self.provider_name = plugin.name
         self._driver: ProviderDriver = plugin.create_driver(provider)
@@ -276,7 +281,11 @@ class ComputePool:
 
         endpoints = [n.endpoint for n in self._nodes]
         self._client = PoolClient(
-            endpoints, self._keys, self._on_node_message, rerun_interrupted=any(n.spot for n in self._nodes)
+            endpoints,
+            self._keys,
+            self._on_node_message,
+            rerun_interrupted=any(n.spot for n in self._nodes),
+            decoder=self._decoder,
         )
         timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
         infos = self._client.connect(timeout=timeout)
@@ -550,6 +559,19 @@ def version_mismatch(node: int, info: Mapping[str, Any], client_python: str, cli
         f"but this client runs Python {client_python} with cloudpickle {client_cloudpickle}; "
         "both must match (set Image(python=...) and pin cloudpickle)"
     )
+
+
+def _result_decoder(provider: object, safe: bool | None, allow: Sequence[str | type]) -> ResultDecoder:
+    """How results are read: ``safe_results=None`` follows the provider (safe where its
+    hosts are third parties); ``allow_results`` widens safe mode's allow-list."""
+    if safe is not None and not isinstance(safe, bool):
+        raise ConfigurationError(
+            f"ComputePool(safe_results={safe!r}): must be True, False or None (the provider's default)"
+        )
+    policy = ResultPolicy.build(allow)
+    if safe is None:
+        safe = third_party_hosts(provider)
+    return ResultDecoder(safe_loads(policy)) if safe else ResultDecoder()
 
 
 def _volume_scripts(volumes: Sequence[Any]) -> list[str]:

@@ -7,6 +7,7 @@ one bytes object, so a 256 MB array is handed to ZeroMQ as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -31,6 +32,39 @@ def dumps(obj: object) -> list[Frame]:
     buffers: list[pickle.PickleBuffer] = []
     head = cloudpickle.dumps(_lift_bytes(obj, _LIFT_DEPTH), protocol=5, buffer_callback=buffers.append)
     return [head, *(b.raw() for b in buffers)]
+
+
+def dumps_result(obj: object) -> list[Frame]:
+    """A worker's result (or exception), for the client to read. Like ``dumps``, except
+    that a dataclass or exception class that came from the user's own code (defined in a
+    module this node cannot import: it arrived by value) is named, not sent by value, so
+    the client rebuilds it from its own module, and safe mode can allow it by name."""
+    buffers: list[pickle.PickleBuffer] = []
+    with io.BytesIO() as out:
+        _ResultPickler(out, protocol=5, buffer_callback=buffers.append).dump(_lift_bytes(obj, _LIFT_DEPTH))
+        head = out.getvalue()
+    return [head, *(b.raw() for b in buffers)]
+
+
+class _ResultPickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no types
+    def reducer_override(self, obj: object) -> Any:
+        if isinstance(obj, type) and _named_user_class(obj):
+            from skyward.transport.safe_pickle import user_class
+
+            return user_class, (obj.__module__, obj.__qualname__)
+        return super().reducer_override(obj)
+
+
+def _named_user_class(cls: type) -> bool:
+    """A dataclass or exception class at module level that this process cannot import by
+    name (it was defined by value, from the client's own code)."""
+    if "<locals>" in cls.__qualname__ or not (dataclasses.is_dataclass(cls) or issubclass(cls, BaseException)):
+        return False
+    module = sys.modules.get(cls.__module__)
+    found: Any = module
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is not cls
 
 
 # bytes and bytearray of at least this size travel out of band, as numpy arrays do: the
