@@ -113,6 +113,22 @@ def test_a_queued_future_that_is_cancelled_never_runs_and_counts_as_done(
     assert _recorded(journal) == ["start", "1500"]
 
 
+def test_abandoned_futures_that_a_worker_had_not_begun_never_start(one_worker: sky.ComputePool, tmp_path: Path) -> None:
+    """joblib's abort_everything: the backend abandons every future it submitted."""
+    journal = _journal(tmp_path)
+    sky.gather(*(step(i, "noop", journal) for i in range(40))) >> one_worker  # measured quick: all go at once
+    futures = [one_worker.submit(step(ms, "sleep", journal)) for ms in (600, 1, 2, 3, 4, 5)]
+    deadline = time.monotonic() + 10
+    while not all(f.running() for f in futures) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the first one has begun
+    one_worker.abandon(futures)
+    assert futures[0].result(timeout=10) == 600
+    for future in futures[1:]:  # cancelled while queued here, or taken back from the worker
+        assert future.cancelled() or isinstance(future.exception(timeout=10), sky.AbandonedError)
+    assert _recorded(journal) == ["start", "600"]
+
+
 def test_futures_follow_the_standard_state_machine(one_worker: sky.ComputePool, tmp_path: Path) -> None:
     journal = _journal(tmp_path)
     future = one_worker.submit(step(300, "sleep", journal))

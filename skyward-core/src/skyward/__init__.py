@@ -57,6 +57,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "NodeLostError": "skyward.errors",
     "RemoteExitError": "skyward.errors",
     "UnreadableResultError": "skyward.errors",
+    "AbandonedError": "skyward.errors",
 }
 
 _EVENT_NAMES = [

@@ -57,3 +57,8 @@ class RemoteExitError(RemoteError):
 class UnreadableResultError(RemoteError):
     """A task's result (or exception) arrived but cannot be unpickled on the client: its
     type's module is not importable here, or safe mode refused the type."""
+
+
+class AbandonedError(SkywardError):
+    """A task whose result nobody wanted any more (``ComputePool.abandon``) was taken back
+    from its worker before it began: it never ran."""

@@ -505,6 +505,12 @@ class ComputePool:
         self._progress.track(future)
         return future
 
+    def abandon(self, futures: Sequence[Future[Any]]) -> None:
+        """Nobody wants these futures' results (an abort, a timeout): the ones still queued
+        are cancelled, the ones sent to a worker but not begun are taken back and never
+        start (they end with ``AbandonedError``), the ones running finish as usual."""
+        self._require_client().abandon_futures(futures)
+
     def run(self, pending: PendingCompute[T]) -> T:
         """Run on the first available worker and return its result (``pending >> pool``)."""
         client = self._require_client()

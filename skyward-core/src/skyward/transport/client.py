@@ -20,13 +20,14 @@ import itertools
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import zmq
 
-from skyward.errors import NodeLostError, ProvisioningError, WorkerDiedError
+from skyward.errors import AbandonedError, NodeLostError, ProvisioningError, WorkerDiedError
 from skyward.transport import handshake, security, serialize, wire
 from skyward.transport.completion import BatchResult, Completion
 from skyward.transport.dispatcher import CancelOutcome, Dispatcher, WorkerKey
@@ -106,6 +107,7 @@ class PoolClient:
         self._control: list[list[bytes]] = []
         self._dispatcher = Dispatcher([])
         self._completions: dict[int, Completion] = {}
+        self._future_ids: weakref.WeakKeyDictionary[Future[Any], int] = weakref.WeakKeyDictionary()
         # A task's frames are kept until its result arrives: a task recalled from a busy
         # worker or re-run after an interruption is sent again. What this keeps alive
         # beyond the queue is at most a window of tasks per worker.
@@ -217,11 +219,26 @@ class PoolClient:
         futures: list[Future[Any]] = [Future() for _ in payloads]
         ids = self._enqueue(payloads, futures, target)
         for task_id, future in zip(ids, futures, strict=True):
+            self._future_ids[future] = task_id
             future.add_done_callback(self._cancel_hook(task_id))
         return futures
 
+    def abandon_futures(self, futures: Sequence[Future[Any]]) -> None:
+        """Nobody wants these futures' results (joblib's ``abort_everything``): those still
+        queued are cancelled, those sent but not begun are recalled and never start (they
+        end cancelled-by-error, ``AbandonedError``), those running finish unread."""
+        ids = []
+        for future in futures:
+            if not future.cancel():
+                task_id = self._future_ids.get(future)
+                if task_id is not None:
+                    ids.append(task_id)
+        if ids:
+            self.abandon(ids)
+
     def _cancel_hook(self, task_id: int) -> Callable[[Future[Any]], None]:
         def on_done(future: Future[Any]) -> None:
+            self._future_ids.pop(future, None)
             if future.cancelled():  # cancel() succeeded: the task was still queued here
                 self._on_io_thread(lambda: self._cancelled(task_id, future))
 
@@ -542,15 +559,19 @@ class PoolClient:
     ) -> None:
         with self._lock:
             if status == wire.Status.RECALLED:
-                self._dispatcher.recalled(worker.key, task_id)
+                abandoned = self._dispatcher.recalled(worker.key, task_id)
+                completion = self._completions.get(task_id) if abandoned else None
                 if not self._dispatcher.is_pending(task_id):
                     self._forget(task_id)
-                return
-            wanted = self._dispatcher.completed(worker.key, task_id, seconds, now)
-            completion = self._completions.pop(task_id, None)
-            self._payloads.pop(task_id, None)
-            self._fn_keys.pop(task_id, None)
-        if not wanted or completion is None or completion.done():
+            else:
+                self._dispatcher.completed(worker.key, task_id, seconds, now)
+                completion = self._completions.pop(task_id, None)  # the first result wins
+                self._payloads.pop(task_id, None)
+                self._fn_keys.pop(task_id, None)
+        if completion is None or completion.done():
+            return
+        if status == wire.Status.RECALLED:
+            _fail(completion, AbandonedError("the task was abandoned before it began: it never ran"))
             return
         try:
             value = self._decoder.value(status, payload, worker.key[0])
