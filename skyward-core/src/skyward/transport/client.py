@@ -112,7 +112,6 @@ class PoolClient:
         # worker or re-run after an interruption is sent again. What this keeps alive
         # beyond the queue is at most a window of tasks per worker.
         self._payloads: dict[int, list[serialize.Frame]] = {}
-        self._fn_keys: dict[int, bytes] = {}
         self._ids = itertools.count(1)
         self._running = False
         self._closed_reason: BaseException | None = None
@@ -273,7 +272,6 @@ class PoolClient:
     def _forget(self, task_id: int) -> None:
         self._completions.pop(task_id, None)
         self._payloads.pop(task_id, None)
-        self._fn_keys.pop(task_id, None)
 
     def _enqueue(
         self, payloads: Sequence[list[serialize.Frame]], completions: Sequence[Completion], target: WorkerKey | None
@@ -293,7 +291,6 @@ class PoolClient:
                     continue
                 self._completions[task_id] = completion
                 self._payloads[task_id] = frames
-                self._fn_keys[task_id] = fn_key
             wake = not self._wake_pending
             self._wake_pending = True
         for completion, problem in refused:
@@ -548,37 +545,44 @@ class PoolClient:
                 return
             if frames[0].bytes[:1] != wire.RESULTS:
                 continue
-            offset = 1
-            now = time.monotonic()
-            for task_id, status, count, seconds in wire.unpack_results(frames[0].bytes):
-                self._resolve(worker, task_id, status, frames[offset : offset + count], seconds, now)
-                offset += count
+            self._resolve(worker, wire.unpack_results(frames[0].bytes), frames, time.monotonic())
 
     def _resolve(
-        self, worker: _Worker, task_id: int, status: wire.Status, payload: list[Any], seconds: float, now: float
+        self, worker: _Worker, entries: list[tuple[int, wire.Status, int, float]], frames: list[Any], now: float
     ) -> None:
+        """Results of one RESULTS message: the bookkeeping under one lock, then each
+        completion resolved outside it (user callbacks may run there)."""
+        done: list[tuple[Completion, wire.Status, list[Any]]] = []
+        dispatcher = self._dispatcher
         with self._lock:
+            offset = 1
+            for task_id, status, count, seconds in entries:
+                payload = frames[offset : offset + count]
+                offset += count
+                if status == wire.Status.RECALLED:
+                    abandoned = dispatcher.recalled(worker.key, task_id)
+                    completion = self._completions.get(task_id) if abandoned else None
+                    if not dispatcher.is_pending(task_id):
+                        self._forget(task_id)
+                else:
+                    dispatcher.completed(worker.key, task_id, seconds, now)
+                    completion = self._completions.pop(task_id, None)  # the first result wins
+                    self._payloads.pop(task_id, None)
+                if completion is not None:
+                    done.append((completion, status, payload))
+        node = worker.key[0]
+        for completion, status, payload in done:
+            if completion.done():
+                continue
             if status == wire.Status.RECALLED:
-                abandoned = self._dispatcher.recalled(worker.key, task_id)
-                completion = self._completions.get(task_id) if abandoned else None
-                if not self._dispatcher.is_pending(task_id):
-                    self._forget(task_id)
+                _fail(completion, AbandonedError("the task was abandoned before it began: it never ran"))
+                continue
+            try:
+                value = self._decoder.value(status, payload, node)
+            except BaseException as error:
+                completion.set_exception(error)
             else:
-                self._dispatcher.completed(worker.key, task_id, seconds, now)
-                completion = self._completions.pop(task_id, None)  # the first result wins
-                self._payloads.pop(task_id, None)
-                self._fn_keys.pop(task_id, None)
-        if completion is None or completion.done():
-            return
-        if status == wire.Status.RECALLED:
-            _fail(completion, AbandonedError("the task was abandoned before it began: it never ran"))
-            return
-        try:
-            value = self._decoder.value(status, payload, worker.key[0])
-        except BaseException as error:
-            completion.set_exception(error)
-        else:
-            completion.set_result(value)
+                completion.set_result(value)
 
     def _drain_node(self, node: _Node) -> None:
         while True:
@@ -714,7 +718,6 @@ class PoolClient:
             self._dispatcher.drop_all()
             completions, self._completions = self._completions, {}
             self._payloads.clear()
-            self._fn_keys.clear()
         for completion in completions.values():
             _fail(completion, error)
         if stop_agents and self._running:

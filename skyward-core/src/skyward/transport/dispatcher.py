@@ -71,7 +71,7 @@ class _WorkerState:
         return len(self.inflight) + self.reserved
 
 
-@dataclass
+@dataclass(slots=True)
 class _TaskState:
     fn_key: bytes
     target: WorkerKey | None
@@ -202,7 +202,7 @@ class Dispatcher:
                 return f"node {target[0]} of the pool was lost before this task could be sent to it"
             if target not in self._workers:
                 return f"the pool has no worker {target[1]} on node {target[0]}"
-        elif self._nodes and all(n in self._lost for n in self._nodes):
+        elif self._lost and len(self._lost) == len(self._nodes):
             return "every node of the pool is gone"
         self._tasks[task_id] = _TaskState(fn_key, target, rerunnable)
         if target is None:
@@ -274,7 +274,7 @@ class Dispatcher:
     def steal(self, now: float) -> None:
         """When a worker is idle and nothing is queued, recall the tasks that wait behind a
         long one on another worker (they come back through ``recalled``)."""
-        if self.queued():
+        if self._queue:  # O(1): queued work goes to the idle worker first
             return
         if not any(self.is_usable(w.key) and w.load() == 0 and not w.targeted for w in self._workers.values()):
             return
@@ -290,17 +290,24 @@ class Dispatcher:
 
     def _take(self, worker: _WorkerState, queue: deque[int], limit: int, now: float) -> list[int]:
         sent: list[int] = []
+        windows: dict[bytes, int] = {}  # per function, once per call: this runs for every task
+        load = worker.load()
+        tasks = self._tasks
         while queue and len(sent) < limit:
             task_id = queue[0]
-            task = self._tasks.get(task_id)
+            task = tasks.get(task_id)
             if task is None or task.where is not None:
                 queue.popleft()  # cancelled, failed, or already re-sent
                 continue
-            if worker.load() >= self.window(worker.key, task.fn_key):
+            window = windows.get(task.fn_key)
+            if window is None:
+                window = windows[task.fn_key] = self.window(worker.key, task.fn_key)
+            if load >= window:
                 break
             queue.popleft()
             task.where = worker.key
             worker.inflight[task_id] = now
+            load += 1
             sent.append(task_id)
         return sent
 
