@@ -231,8 +231,8 @@ class Worker:
                 self.watch.task_ends()
             done.append((task_id, status, len(frames), time.perf_counter() - started))
             out.extend(frames)
-            if int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-                self._receive()
+            if self.pending and int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                self._receive()  # a RECALL for what waits here must be read before it begins
             now = time.monotonic()
             if not self.pending or now - last_flush > _RESULT_FLUSH_SECONDS:
                 self._send(owner, done, out)

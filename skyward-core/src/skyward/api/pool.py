@@ -462,7 +462,7 @@ class ComputePool:
     # -- running computations -----------------------------------------------------------
 
     def _require_client(self) -> PoolClient:
-        if os.getpid() != self._owner_pid:
+        if _forked_since(self._owner_pid):
             raise PoolClosedError(
                 f"this pool belongs to process {self._owner_pid}; this process ({os.getpid()}) was forked from it "
                 "and cannot use it (its sockets and threads stayed in the parent): open a pool in this process, "
@@ -565,6 +565,23 @@ def version_mismatch(node: int, info: Mapping[str, Any], client_python: str, cli
         f"but this client runs Python {client_python} with cloudpickle {client_cloudpickle}; "
         "both must match (set Image(python=...) and pin cloudpickle)"
     )
+
+
+_fork_generation = 0  # bumped in a forked child: a pool compares it without a syscall per call
+
+
+def _after_fork_in_child() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _forked_since(owner_pid: int) -> bool:
+    """Whether this process is a fork of the one that opened the pool (checked on every
+    call, so it reads a counter; ``os.getpid()`` only when a fork happened)."""
+    return _fork_generation > 0 and os.getpid() != owner_pid
 
 
 def _result_decoder(provider: object, safe: bool | None, allow: Sequence[str | type]) -> ResultDecoder:
