@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verda"))  # verda_support
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "digitalocean"))  # do_support
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `aws`, `fakes`, `providers_support`
 
 from aws.conftest import AwsWorld, aws, moto_server  # noqa: F401  (fixtures, re-exported)
