@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verda"))  # verda_
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "digitalocean"))  # do_support
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `aws`, `fakes`, `providers_support`
 
-from aws.conftest import AwsWorld, aws, moto_server  # noqa: F401  (fixtures, re-exported)
+from aws.conftest import AwsWorld, aws, emulate, emulated, moto_server  # noqa: F401  (fixtures, re-exported)
 from fakes.digitalocean import TOKEN, FakeDigitalOcean
 from fakes.verda import CLIENT_ID, CLIENT_SECRET, FakeVerda
 from providers_support import fail_cloud_test_outside_isolation, quick_settings, serve

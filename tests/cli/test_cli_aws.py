@@ -7,13 +7,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aws.conftest import CLIENT_CIDR, AwsWorld
+from aws.conftest import CLIENT_CIDR, AwsWorld, Emulation
 from aws.specs import make_driver, make_spec
+from providers_support import vanish_client
 from typer.testing import CliRunner
 
 from skyward.cli.app import make_app
@@ -21,6 +23,7 @@ from skyward.events import Notice
 from skyward_aws import AWS
 from skyward_aws.iam import PoolRole, RolePlan
 from skyward_aws.infra import create_security_group, expiry, pool_tags
+from skyward_aws.resources import parse_expiry
 
 pytestmark = pytest.mark.cloud
 
@@ -190,3 +193,79 @@ def test_offers_lists_aws_t4_types_cheapest_first(aws: AwsWorld) -> None:
     prices = [o["on_demand_hourly"] for o in offers]
     assert prices == sorted(prices)
     assert offers[0]["pool_hourly"] == pytest.approx(2 * offers[0]["on_demand_hourly"])
+
+
+AWS_CLIENT = """
+import pathlib, sys, time
+import skyward as sky
+from skyward_aws.endpoints import NodeAddress
+
+
+class FileEndpoints:
+    '''The test writes each emulated instance's loopback endpoint into a file.'''
+
+    def __init__(self, folder):
+        self.folder = pathlib.Path(folder)
+
+    def resolve(self, instance):
+        path = self.folder / instance["InstanceId"]
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ip, endpoint = path.read_text().split()
+        return NodeAddress(endpoint=endpoint, ip=ip, private_ip=ip)
+
+    def close(self):
+        return None
+
+
+config = sky.AWS(
+    client_cidr="203.0.113.7/32", bootstrap_timeout=120, grace_period=60.0, endpoint_resolver=FileEndpoints(sys.argv[1])
+)
+pool = sky.ComputePool(provider=config, nodes=1, accelerator="T4", spot="never", timeout=60, display="quiet")
+pool.open()
+print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
+time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_clients_instance_and_group_are_listed_and_down_expired_removes_them(
+    aws: AwsWorld, emulated: Emulation, tmp_path: Path
+) -> None:
+    """Cost safety on AWS: the client is SIGKILLed once its node is up; ``skyward ls``
+    shows the instance and its security group, and ``down --expired`` (the clock past
+    the expiry tag) leaves nothing."""
+    stop = threading.Event()
+
+    def publish() -> None:  # the child's endpoint seam reads these
+        while not stop.is_set():
+            for instance_id in list(emulated.moto.user_data):
+                path = tmp_path / instance_id
+                if not path.exists():
+                    endpoint = emulated.harness.endpoint_for(instance_id)
+                    path.write_text(f"{endpoint.ip} {endpoint.endpoint}")
+            stop.wait(0.05)
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    try:
+        instance_id = vanish_client(AWS_CLIENT, str(tmp_path))
+    finally:
+        stop.set()
+        publisher.join()
+    (node,) = aws.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"]
+    tags = {t["Key"]: t["Value"] for t in node["Tags"]}
+    pool = tags["skyward:pool-id"]
+    assert node["State"]["Name"] == "running" and emulated.harness.is_running(instance_id)
+    listed = runner.invoke(make_app(), ["ls", "--json", "-p", "aws"])
+    assert listed.exit_code == 0, listed.output
+    mine = [r for r in json.loads(listed.stdout)["resources"] if r["pool_id"] == pool]
+    assert sorted(r["kind"] for r in mine) == ["instance", "security-group"]
+    expires = parse_expiry(tags["skyward:expires-at"])
+    assert expires is not None
+    down = runner.invoke(make_app(clock=lambda: expires + 1), ["down", "--expired", "-p", "aws"])
+    assert down.exit_code == 0, down.output
+    assert "aws: found 2, removed 2, left 0" in down.stdout
+    assert aws.states(pool) == {instance_id: "terminated"} and aws.security_groups(pool) == []
+    emulated.moto.wait_stopped([instance_id])
