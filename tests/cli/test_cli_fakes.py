@@ -4,6 +4,7 @@ and what a refused credential looks like."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from fakes.digitalocean import FakeDigitalOcean
 from typer.testing import CliRunner
 
 from skyward.cli.app import make_app
+from skyward_digitalocean.naming import COMMON_TAG, pool_tag
 
 pytestmark = pytest.mark.cloud
 
@@ -46,6 +48,24 @@ def test_doctor_reports_credentials_and_the_address_each_firewall_opens(do_confi
     assert all(p["client_address"].endswith("/32") for p in report["providers"])
     versions = {p["distribution"] for p in report["plugins"]}
     assert {"skyward-core", "skyward-aws", "skyward-digitalocean", "skyward-verda"} <= versions
+
+
+def test_down_expired_takes_a_powered_off_droplet_before_its_expiry_and_spares_the_rest(
+    fake_do: FakeDigitalOcean, do_config: Any
+) -> None:
+    future = int(time.time()) + 3600
+    off = fake_do.add_droplet(name="sky-0000000e-0", tags=[COMMON_TAG, pool_tag("sky-0000000e", future)], status="off")
+    alive = fake_do.add_droplet(name="sky-0000000f-0", tags=[COMMON_TAG, pool_tag("sky-0000000f", future)])
+    foreign = fake_do.add_droplet(name="my-web-server", tags=["web"], status="off")
+    app = make_app(configs={"digitalocean": do_config})
+    listed = json.loads(runner.invoke(app, ["ls", "--json"]).stdout)["resources"]
+    instances = {(r["id"], r["idle"]) for r in listed if r["kind"] == "instance"}
+    assert instances == {(str(off), True), (str(alive), False)}
+    result = runner.invoke(app, ["down", "--expired", "-p", "digitalocean"])
+    assert result.exit_code == 0, result.output
+    assert "digitalocean: found 1, removed 1, left 0" in result.stdout
+    statuses = {i: fake_do.droplets[i].status for i in (off, alive, foreign)}
+    assert statuses == {off: "deleted", alive: "active", foreign: "off"}
 
 
 def test_a_refused_token_is_one_line_per_provider_and_a_non_zero_exit(

@@ -45,6 +45,7 @@ def res(kind: str, ident: str, pool: str, expires: float | None, **more: object)
         created=NOW - 3600,
         expires_at=expires,
         hourly_price=more.get("price"),  # type: ignore[arg-type]
+        idle=bool(more.get("idle", False)),
     )
 
 
@@ -211,6 +212,7 @@ resource_lists = st.lists(
         st.text("abc123", min_size=1, max_size=4),
         st.sampled_from(["sky-a", "sky-b", "sky-c", ""]),
         st.one_of(st.none(), st.floats(NOW - 1000, NOW + 1000)),
+        idle=st.booleans(),
     ),
     max_size=12,
 )
@@ -223,9 +225,15 @@ def test_nothing_unexpired_unmarked_or_of_the_own_pool_is_ever_doomed(
     doomed = doomed_resources(resources, NOW, own_pool=own)
     going = {r.id for r in doomed if r.kind == INSTANCE}
     for r in doomed:
-        assert r.expired(NOW) and r.pool_id and r.pool_id != own
+        assert r.pool_id and r.pool_id != own
+        assert r.expired(NOW) or (r.kind == INSTANCE and r.idle)
         if r.kind != INSTANCE:  # never a group whose pool still has an instance that stays
             assert not any(i.kind == INSTANCE and i.pool_id == r.pool_id and i.id not in going for i in resources)
+
+
+def test_an_idle_machine_goes_before_its_expiry_but_its_pools_group_waits() -> None:
+    resources = [res(INSTANCE, "i-off", "sky-a", NOW + 100, idle=True), res(SECURITY_GROUP, "sg-a", "sky-a", NOW + 100)]
+    assert [r.id for r in doomed_resources(resources, NOW)] == ["i-off"]
 
 
 def test_tally_counts_removed_and_left_per_provider() -> None:

@@ -35,6 +35,7 @@ PROVIDER = "aws"
 GLOBAL = "global"  # IAM has no region
 NAME_PREFIX = "skyward-"  # roles and instance profiles are named skyward-<pool id>
 GONE_STATES = frozenset({"shutting-down", "terminated"})
+IDLE_STATES = frozenset({"stopping", "stopped"})  # its EBS volume still bills; Skyward never starts it again
 WAIT_FOR_TERMINATION = 300.0  # seconds `skyward down` waits for instances to let go of their group
 
 
@@ -76,6 +77,7 @@ def _resource(
         expires_at=parse_expiry(tags.get(TAG_EXPIRES)),
         hourly_price=more.get("price"),
         name=str(more.get("name") or ""),
+        idle=state in IDLE_STATES,
     )
 
 

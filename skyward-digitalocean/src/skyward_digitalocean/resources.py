@@ -36,6 +36,7 @@ def _droplet(droplet: dict[str, Any]) -> Resource | None:
         expires_at=float(mark.expires),
         hourly_price=float(price) if isinstance(price, int | float) else None,
         name=str(droplet.get("name", "")),
+        idle=droplet.get("status") == "off",  # a powered-off droplet still bills
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from skyward.cli.model import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_time
 from skyward_verda.api import VerdaAPI, VerdaAPIError
-from skyward_verda.naming import parse_description, parse_resource_name
+from skyward_verda.naming import DEAD, parse_description, parse_resource_name
 
 PROVIDER = "verda"
 GLOBAL = "global"
@@ -33,6 +33,7 @@ def _instance(raw: dict[str, Any]) -> Resource | None:
         expires_at=float(mark.expires),
         hourly_price=float(price) if isinstance(price, int | float) else None,
         name=str(raw.get("hostname", "")),
+        idle=str(raw.get("status", "")) in DEAD,  # shut down: it and its disk still bill
     )
 
 

@@ -249,7 +249,12 @@ def make_app(
     @app.command("down")
     def down(
         pool_id: Annotated[str | None, typer.Argument(help="The pool whose resources to delete.")] = None,
-        expired: Annotated[bool, typer.Option("--expired", help="Delete what is past its pool's expiry.")] = False,
+        expired: Annotated[
+            bool,
+            typer.Option(
+                "--expired", help="Delete what is past its pool's expiry, and stopped machines that still bill."
+            ),
+        ] = False,
         every: Annotated[bool, typer.Option("--all", help="Delete every Skyward resource (asks first).")] = False,
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --all.")] = False,
         provider: ProviderOption = None,

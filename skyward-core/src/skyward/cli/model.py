@@ -35,6 +35,9 @@ class Resource:
 
     ``created`` and ``expires_at`` are Unix times (``None`` where the provider does not
     say); ``hourly_price`` is USD per hour while it exists (``None``: free or unknown).
+    ``idle`` marks a machine that no longer runs a node but still bills (a powered-off
+    droplet, a shut-down Verda instance, a stopped EC2 instance): Skyward never starts
+    one again, so it may go before its expiry.
     """
 
     provider: str
@@ -47,6 +50,7 @@ class Resource:
     expires_at: float | None
     hourly_price: float | None
     name: str = ""
+    idle: bool = False
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now > self.expires_at

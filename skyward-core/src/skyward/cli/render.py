@@ -39,6 +39,7 @@ def resource_json(resource: Resource, now: float) -> dict[str, Any]:
         "created": resource.created,
         "expires_at": resource.expires_at,
         "expired": resource.expired(now),
+        "idle": resource.idle,
         "age_seconds": resource.age(now),
         "hourly_price": resource.hourly_price,
         "cost_so_far": resource.cost_so_far(now),
@@ -57,12 +58,12 @@ def resources_table(resources: Sequence[Resource], now: float) -> Table:
             r.pool_id,
             r.kind,
             r.label.removeprefix(f"{r.kind} "),
-            r.state,
+            f"{r.state} (idle, billing)" if r.idle else r.state,
             "-" if age is None else duration(age),
             expires_text(r, now),
             _maybe_rate(r.hourly_price),
             _maybe_money(r.cost_so_far(now)),
-            style="bold red" if r.expired(now) else None,
+            style="bold red" if r.expired(now) or r.idle else None,
         )
     return table
 

@@ -39,14 +39,15 @@ def delete_doomed(
 def doomed_resources(resources: Iterable[Resource], now: float, own_pool: str | None = None) -> list[Resource]:
     """Which of a provider's Skyward resources may be deleted now, instances first (pure).
 
-    An instance goes once its pool's expiry has passed (its own TTL has ended its work).
+    An instance goes once its pool's expiry has passed (its own TTL has ended its work),
+    or once it is ``idle`` (stopped but still billing: nothing starts it again).
     Anything else of a pool (security group, firewall, key, role) goes once the pool has
     expired and none of its instances is left but those going now: a group still held by
     a live instance cannot be deleted, and a live pool needs its role. ``own_pool`` (the
     pool being started) is never touched; nor is anything without a pool mark.
     """
     listed = [r for r in resources if r.pool_id and r.pool_id != own_pool]
-    instances = [r for r in listed if r.kind == INSTANCE and r.expired(now)]
+    instances = [r for r in listed if r.kind == INSTANCE and (r.expired(now) or r.idle)]
     going = {r.id for r in instances}
     live_pools = {r.pool_id for r in resources if r.kind == INSTANCE and r.id not in going}
     rest = [r for r in listed if r.kind != INSTANCE and r.expired(now) and r.pool_id not in live_pools]
