@@ -283,3 +283,31 @@ def test_cache_clear_keeps_an_environment_a_process_runs_in(tmp_path: Path) -> N
     assert envcache.in_use(cached, [str(env / "bin" / "python")])
     assert not envcache.in_use(cached, [str(tmp_path / "envs" / "ccc-3334" / "bin" / "python")])
     assert not envcache.in_use(replace(cached, path=tmp_path / "other"), [str(env / "bin" / "python")])
+
+
+def test_a_provider_registered_through_the_hook_shows_up_in_every_command() -> None:
+    """What a third-party plugin does: implement ``skyward_provider_tools``; the command
+    finds it through pluggy, with no change to the core."""
+    from skyward.plugins.hookspecs import hookimpl
+    from skyward.plugins.registry import registry
+
+    moon = MoonSession([res(INSTANCE, "i-9", "sky-z", NOW - 1, provider="moon")])
+
+    class MoonPlugin:
+        @hookimpl
+        def skyward_provider_tools(self) -> list[ProviderTools]:
+            return [ProviderTools("moon", "skyward-core", lambda _config: moon)]
+
+    plugin = MoonPlugin()
+    registry.register(plugin, name="moon-test-plugin")
+    try:
+        app = make_app(clock=lambda: NOW)
+        listed = runner.invoke(app, ["ls", "--json", "-p", "moon"])
+        assert listed.exit_code == 0, listed.output
+        assert [r["id"] for r in json.loads(listed.stdout)["resources"]] == ["i-9"]
+        assert runner.invoke(app, ["down", "--expired", "-p", "moon"]).exit_code == 0
+        assert moon.held == []
+        help_text = runner.invoke(app, ["--help"]).stdout
+        assert all(command in help_text for command in ("ls", "down", "offers", "doctor", "cache"))
+    finally:
+        registry.unregister(plugin)

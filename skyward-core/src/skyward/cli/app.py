@@ -260,8 +260,7 @@ def make_app(
         provider: ProviderOption = None,
         as_json: JsonOption = False,
     ) -> None:
-        """Delete a pool's resources (or the expired ones, or all), verify they are gone,
-        and exit non-zero if anything is left."""
+        """Delete a pool's resources (or the expired ones, or all), verify they are gone, exit 1 if any is left."""
 
         def body() -> None:
             chosen = sum((pool_id is not None, expired, every))
@@ -350,8 +349,7 @@ def make_app(
 
     @app.command("doctor")
     def doctor(provider: ProviderOption = None, as_json: JsonOption = False) -> None:
-        """Installed plugins, each provider's credentials and client address, the cache,
-        and what to fix."""
+        """Plugins, each provider's credentials and client address, the cache, and what to fix."""
 
         def body() -> None:
             report = diagnose(settings, provider)
