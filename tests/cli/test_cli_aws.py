@@ -269,3 +269,19 @@ def test_a_killed_clients_instance_and_group_are_listed_and_down_expired_removes
     assert "aws: found 2, removed 2, left 0" in down.stdout
     assert aws.states(pool) == {instance_id: "terminated"} and aws.security_groups(pool) == []
     emulated.moto.wait_stopped([instance_id])
+
+
+def test_credentials_that_may_not_read_iam_still_get_the_ec2_sweep(aws: AwsWorld) -> None:
+    dead = pool_id()
+    made = left_by_a_dead_pool(aws, dead, expired=True, instance=None)
+    iam_listings = ("ListRoles", "ListInstanceProfiles")
+    aws.proxy.rules.append(lambda a, _p, _n: (403, "AccessDenied", "not allowed") if a in iam_listings else None)
+    events: list[Any] = []
+    driver = start_a_pool(events)
+    driver.teardown()
+    assert what_is_left(aws, dead) == {"roles": [f"skyward-{dead}"], "profiles": [f"skyward-{dead}"]}
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert any("(IAM)" in m for m in notices)
+    assert any(made["group"] in m and "expired" in m for m in notices)
+    aws.proxy.rules.clear()
+    assert runner.invoke(make_app(), ["down", dead, "--provider", "aws"]).exit_code == 0

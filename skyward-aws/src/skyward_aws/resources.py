@@ -177,16 +177,25 @@ def list_instance_profiles(iam: Any) -> list[Resource]:
     return found
 
 
-def list_all(clients: Clients, region: str, prices: PriceCatalog | None = None) -> list[Resource]:
-    """Everything Skyward made in ``region`` (and in IAM), instances first."""
-    catalog = prices or shipped_catalog()
+IAM_KINDS = frozenset({INSTANCE_PROFILE, ROLE})
+
+
+def list_ec2(clients: Clients, region: str, prices: PriceCatalog | None = None) -> list[Resource]:
+    """What Skyward made in ``region``'s EC2, instances first."""
     return [
-        *list_instances(clients.ec2, region, catalog),
+        *list_instances(clients.ec2, region, prices or shipped_catalog()),
         *list_security_groups(clients.ec2, region),
         *list_key_pairs(clients.ec2, region),
-        *list_instance_profiles(clients.iam),
-        *list_roles(clients.iam),
     ]
+
+
+def list_iam(clients: Clients) -> list[Resource]:
+    return [*list_instance_profiles(clients.iam), *list_roles(clients.iam)]
+
+
+def list_all(clients: Clients, region: str, prices: PriceCatalog | None = None) -> list[Resource]:
+    """Everything Skyward made in ``region`` and in IAM, instances first."""
+    return [*list_ec2(clients, region, prices), *list_iam(clients)]
 
 
 # -- deleting ------------------------------------------------------------------------------
@@ -312,7 +321,11 @@ def delete_and_verify(
 ) -> list[Removal]:
     deleter = Deleter(clients, wait=wait, sleep=sleep)
     errors = deleter.delete(resources)
-    return verify(resources, list_all(clients, region), errors)
+    kinds = {r.kind for r in resources}
+    again = list_ec2(clients, region) if kinds - IAM_KINDS else []
+    if kinds & IAM_KINDS:
+        again += list_iam(clients)
+    return verify(resources, again, errors)
 
 
 def sweep_expired(
@@ -323,7 +336,16 @@ def sweep_expired(
     pool is left), without waiting for terminations. It never fails the pool start: what
     it could not list or delete is said in a notice and tried again by the next start."""
     try:
-        doomed = doomed_resources(list_all(clients, region), now, own_pool)
+        listed = list_ec2(clients, region)
+    except Exception as error:
+        notice(f"could not sweep expired Skyward resources in {region}: {error}")
+        return []
+    try:  # credentials that may not read IAM still get the EC2 sweep
+        listed += list_iam(clients)
+    except Exception as error:
+        notice(f"could not look for expired Skyward roles and instance profiles (IAM): {error}")
+    try:
+        doomed = doomed_resources(listed, now, own_pool)
         # a group is held until EC2 has let go of the pool's instances: what they held
         # goes at the next start rather than making this one wait
         terminating = {r.pool_id for r in doomed if r.kind == INSTANCE}
@@ -336,8 +358,9 @@ def sweep_expired(
         return []
     for removal in removals:
         resource = removal.resource
+        why = "expired" if resource.expired(now) else "stopped but still billing"
         if removal.removed:
-            notice(f"deleted {resource.label} left by pool {resource.pool_id}, expired")
+            notice(f"deleted {resource.label} left by pool {resource.pool_id}: {why}")
         else:
             notice(f"could not delete {resource.label} left by pool {resource.pool_id}: {removal.detail}")
     return removals
