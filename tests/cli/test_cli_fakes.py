@@ -75,5 +75,5 @@ def test_a_refused_token_is_one_line_per_provider_and_a_non_zero_exit(
     result = runner.invoke(make_app(configs={"digitalocean": do_config}), ["ls", "-p", "digitalocean"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     first, last = result.stderr.strip().splitlines()
-    assert first.startswith("digitalocean: credentials refused: ") and "401" in first
+    assert first.startswith("digitalocean: credentials not accepted: ") and "401" in first
     assert last.startswith("skyward: no provider has usable credentials")

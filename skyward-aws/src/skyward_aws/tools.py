@@ -13,6 +13,13 @@ from skyward_aws.config import AWS
 from skyward_aws.session import NO_CREDENTIALS, Clients, explain, make_clients, new_session
 
 
+def _check_config() -> Any:
+    from botocore.config import Config
+
+    # one quick answer: an unreachable endpoint must not hold `skyward doctor` for minutes
+    return Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=5, read_timeout=15)
+
+
 class AwsSession:
     """One region of the user's AWS account, through boto3's usual credential chain.
     ``session`` (a boto3 Session) and ``sleep`` are seams for tests."""
@@ -38,13 +45,16 @@ class AwsSession:
         return self._clients
 
     def check(self) -> CredentialCheck:
+        check_config = _check_config()
         fix = "run `aws configure` (or `aws sso login` and set AWS_PROFILE)"
         try:
             if self._session is None:
                 self._session = new_session(self.config.region)
             if self._session.get_credentials() is None:
                 return CredentialCheck(self.provider, False, False, "no credentials found", fix)
-            identity = self._session.client("sts", region_name=self.config.region).get_caller_identity()
+            identity = self._session.client(
+                "sts", region_name=self.config.region, config=check_config
+            ).get_caller_identity()
         except Exception as error:
             explained = explain(error, "checking the credentials (sts get-caller-identity)")
             found = NO_CREDENTIALS not in str(explained)

@@ -130,7 +130,7 @@ def with_credentials(settings: Settings, names: Sequence[str] | None) -> Iterato
             settings.say(f"{tools.name}: skipped, {check.detail} ({check.fix})")
             continue
         if not check.valid:
-            settings.say(f"{tools.name}: credentials refused: {check.detail}")
+            settings.say(f"{tools.name}: credentials not accepted: {check.detail}")
             continue
         yielded += 1
         yield Opened(tools, session, check)
