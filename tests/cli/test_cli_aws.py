@@ -95,6 +95,10 @@ def start_a_pool(events: list[Any]) -> Any:
 def test_a_pool_start_removes_what_a_dead_pool_left_past_its_expiry_and_nothing_else(aws: AwsWorld) -> None:
     dead, ended, alive = pool_id(), pool_id(), pool_id()
     left_by_a_dead_pool(aws, dead, expired=True, instance="terminated")  # its TTL ended the node
+    dead_tags = pool_tags(dead, expiry(PAST, 3600))
+    loose = aws.ec2.create_volume(
+        AvailabilityZone="us-east-1a", Size=8, TagSpecifications=[{"ResourceType": "volume", "Tags": dead_tags}]
+    )["VolumeId"]
     still_running = left_by_a_dead_pool(aws, ended, expired=True, instance="running")
     left_by_a_dead_pool(aws, alive, expired=False, instance="running")
     vpc = aws.ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
@@ -103,6 +107,7 @@ def test_a_pool_start_removes_what_a_dead_pool_left_past_its_expiry_and_nothing_
     driver = start_a_pool(events)
     try:
         assert what_is_left(aws, dead) == {}
+        assert aws.ec2.describe_volumes(Filters=[{"Name": "volume-id", "Values": [loose]}])["Volumes"] == []
         # an expired node still running is terminated; its group goes once EC2 lets go of it
         assert what_is_left(aws, ended) == {
             "groups": [still_running["group"]],

@@ -23,6 +23,7 @@ from skyward.cli.model import (
     KEY_PAIR,
     ROLE,
     SECURITY_GROUP,
+    VOLUME,
     Removal,
     Resource,
 )
@@ -142,6 +143,26 @@ def list_key_pairs(ec2: Any, region: str) -> list[Resource]:
     return found
 
 
+def list_loose_volumes(ec2: Any, region: str) -> list[Resource]:
+    """Skyward-tagged EBS volumes attached to nothing: a node's root volume goes with its
+    instance (DeleteOnTermination), so one that is ``available`` was left and bills."""
+    found: list[Resource] = []
+    filters = [*_SKYWARD, {"Name": "status", "Values": ["available"]}]
+    for page in ec2.get_paginator("describe_volumes").paginate(Filters=filters):
+        for volume in page["Volumes"]:
+            item = _resource(
+                VOLUME,
+                str(volume["VolumeId"]),
+                _tags(volume.get("Tags")),
+                region=region,
+                state=f"{volume.get('State', 'available')}, {volume.get('Size', '?')} GiB",
+                created=_stamp(volume.get("CreateTime")),
+            )
+            if item is not None:
+                found.append(item)
+    return found
+
+
 def _paged(iam: Any, operation: str, key: str) -> Iterator[dict[str, Any]]:
     for page in iam.get_paginator(operation).paginate():
         yield from page[key]
@@ -186,6 +207,7 @@ def list_ec2(clients: Clients, region: str, prices: PriceCatalog | None = None) 
         *list_instances(clients.ec2, region, prices or shipped_catalog()),
         *list_security_groups(clients.ec2, region),
         *list_key_pairs(clients.ec2, region),
+        *list_loose_volumes(clients.ec2, region),
     ]
 
 
@@ -264,7 +286,7 @@ class Deleter:
                 errors.update({i: f"terminate failed: {error}" for i in instances})
             else:
                 self._await_terminated(instances)
-        order = (SECURITY_GROUP, KEY_PAIR, INSTANCE_PROFILE, ROLE)
+        order = (VOLUME, SECURITY_GROUP, KEY_PAIR, INSTANCE_PROFILE, ROLE)
         for kind in order:
             for resource in (r for r in resources if r.kind == kind):
                 try:
@@ -292,6 +314,12 @@ class Deleter:
                     raise
         elif resource.kind == KEY_PAIR:
             ec2.delete_key_pair(KeyName=resource.id)
+        elif resource.kind == VOLUME:
+            try:
+                ec2.delete_volume(VolumeId=resource.id)
+            except Exception as error:
+                if _code(error) != "InvalidVolume.NotFound":
+                    raise
         elif resource.kind == INSTANCE_PROFILE:
             delete_instance_profile(iam, resource.id)
         elif resource.kind == ROLE:
