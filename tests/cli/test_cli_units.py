@@ -311,3 +311,29 @@ def test_a_provider_registered_through_the_hook_shows_up_in_every_command() -> N
         assert all(command in help_text for command in ("ls", "down", "offers", "doctor", "cache"))
     finally:
         registry.unregister(plugin)
+
+
+class BrokenSession(MoonSession):
+    def resources(self) -> list[Resource]:
+        raise ConnectionError("the API hung up")
+
+
+def test_a_provider_that_fails_is_one_line_and_the_others_are_still_listed() -> None:
+    broken = BrokenSession([], provider="sun")
+    moon = MoonSession([res(INSTANCE, "i-1", "sky-a", NOW + 60)])
+    result = runner.invoke(app_for(broken, moon), ["ls", "--json"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert [r["id"] for r in json.loads(result.stdout)["resources"]] == ["i-1"]
+    assert "sun: could not list: the API hung up" in result.stderr
+
+
+def test_a_provider_whose_configuration_is_refused_is_said_and_skipped() -> None:
+    def refuse(_config: object) -> MoonSession:
+        raise ValueError("no such region")
+
+    tools = [ProviderTools("sun", "skyward-core", refuse)]
+    result = runner.invoke(make_app(tools=tools, clock=lambda: NOW), ["ls"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "sun: could not check the credentials: ValueError: no such region" in result.stderr
+    doctor = runner.invoke(make_app(tools=tools, clock=lambda: NOW), ["doctor"])
+    assert doctor.exit_code == 1 and "sun: ValueError: no such region" in doctor.stdout

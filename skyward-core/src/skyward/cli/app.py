@@ -13,6 +13,7 @@ and errors go to stderr, each one line. Bad input exits 2, anything left behind 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from skyward.errors import ConfigurationError, SkywardError
 
 BAD_INPUT = 2
 LEFT_BEHIND = 1
+DEBUG_ENV = "SKYWARD_DEBUG"
 
 
 class CommandError(Exception):
@@ -123,8 +125,16 @@ def with_credentials(settings: Settings, names: Sequence[str] | None) -> Iterato
     checks: list[CredentialCheck] = []
     yielded = 0
     for tools in settings.chosen(names):
-        session = settings.open(tools)
-        check = session.check()
+        try:
+            session = settings.open(tools)
+            check = session.check()
+        except CommandError:
+            raise
+        except Exception as error:  # a bad configuration, an unreachable API: that provider only
+            check = CredentialCheck(tools.name, True, False, f"{type(error).__name__}: {error}")
+            checks.append(check)
+            settings.say(f"{tools.name}: could not check the credentials: {check.detail}")
+            continue
         checks.append(check)
         if not check.found:
             settings.say(f"{tools.name}: skipped, {check.detail} ({check.fix})")
@@ -147,7 +157,7 @@ def list_everything(
     for opened in with_credentials(settings, names):
         try:
             found.append((opened, opened.session.resources()))
-        except SkywardError as error:
+        except Exception as error:
             errors.append(f"{opened.tools.name}: {error}")
             settings.say(f"{opened.tools.name}: could not list: {error}")
     return found, errors
@@ -213,6 +223,15 @@ def make_app(
             body()
         except (CommandError, ConfigurationError, SkywardError) as error:
             _fail(settings, error)
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as error:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            _fail(
+                settings,
+                CommandError(f"{type(error).__name__}: {error} (set {DEBUG_ENV}=1 to see the traceback)", LEFT_BEHIND),
+            )
 
     @app.callback()
     def _root(
@@ -293,7 +312,7 @@ def make_app(
                 settings.say(f"{opened.tools.name}: deleting {len(items)} resource(s)...")
                 try:
                     removals += opened.session.delete(items)
-                except SkywardError as error:
+                except Exception as error:
                     errors.append(f"{opened.tools.name}: {error}")
                     removals += [Removal(r, removed=False, detail=str(error)) for r in items]
             if as_json:
@@ -332,7 +351,7 @@ def make_app(
                     continue
                 try:
                     found += opened.session.offers(wanted)
-                except SkywardError as error:
+                except Exception as error:
                     errors.append(f"{opened.tools.name}: {error}")
                     settings.say(f"{opened.tools.name}: could not list offers: {error}")
             found.sort(key=lambda o: (o.hourly(spot) is None, o.hourly(spot) or 0.0))
@@ -435,8 +454,16 @@ def diagnose(settings: Settings, names: Sequence[str] | None) -> dict[str, Any]:
     fixes: list[str] = []
     providers: list[dict[str, Any]] = []
     for tools in settings.chosen(names):
-        session = settings.open(tools)
-        check = session.check()
+        try:
+            session = settings.open(tools)
+            check = session.check()
+        except Exception as error:  # a bad configuration: said, and the other providers still checked
+            detail = f"{type(error).__name__}: {error}"
+            providers.append(
+                {"provider": tools.name, "credentials_found": False, "credentials_valid": False, "detail": detail}
+            )
+            fixes.append(f"{tools.name}: {detail}")
+            continue
         entry: dict[str, Any] = {
             "provider": tools.name,
             "region": session.region,
@@ -449,7 +476,7 @@ def diagnose(settings: Settings, names: Sequence[str] | None) -> dict[str, Any]:
         if isinstance(session, AddressSource):
             try:
                 entry["client_address"] = session.client_address()
-            except SkywardError as error:
+            except Exception as error:
                 entry["client_address"] = None
                 fixes.append(f"{tools.name}: {error}")
         providers.append(entry)
@@ -472,8 +499,8 @@ def print_diagnosis(settings: Settings, report: Mapping[str, Any]) -> None:
         out.print(f"  {plugin['distribution']} {plugin['version']}", highlight=False)
     out.print("[bold]providers[/bold]")
     for p in report["providers"]:
-        state = "valid" if p["credentials_valid"] else ("refused" if p["credentials_found"] else "not found")
-        line = f"  {p['provider']} ({p['region']}): credentials {state}: {p['detail']}"
+        state = "valid" if p["credentials_valid"] else ("not accepted" if p["credentials_found"] else "not found")
+        line = f"  {p['provider']} ({p.get('region', '?')}): credentials {state}: {p['detail']}"
         if "client_address" in p:
             line += f"; firewall opens to {p['client_address'] or '?'}"
         out.print(line, markup=False, highlight=False)
