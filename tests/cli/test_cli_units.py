@@ -337,3 +337,17 @@ def test_a_provider_whose_configuration_is_refused_is_said_and_skipped() -> None
     assert "sun: could not check the credentials: ValueError: no such region" in result.stderr
     doctor = runner.invoke(make_app(tools=tools, clock=lambda: NOW), ["doctor"])
     assert doctor.exit_code == 1 and "sun: ValueError: no such region" in doctor.stdout
+
+
+def test_the_console_script_is_installed_with_skyward_core_and_lists_the_commands() -> None:
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    (entry,) = metadata.entry_points(group="console_scripts", name="skyward")
+    assert entry.value == "skyward.cli.app:main" and entry.dist is not None and entry.dist.name == "skyward-core"
+    assert any(r.startswith("typer") for r in metadata.requires("skyward-core") or [])
+    script = Path(sys.executable).parent / "skyward"
+    shown = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert all(f" {command} " in shown.stdout for command in ("ls", "down", "offers", "doctor", "cache"))
