@@ -290,3 +290,13 @@ def test_credentials_that_may_not_read_iam_still_get_the_ec2_sweep(aws: AwsWorld
     assert any(made["group"] in m and "expired" in m for m in notices)
     aws.proxy.rules.clear()
     assert runner.invoke(make_app(), ["down", dead, "--provider", "aws"]).exit_code == 0
+
+
+def test_spot_offers_carry_ec2s_spot_price_in_few_calls(aws: AwsWorld) -> None:
+    before = len(aws.proxy.actions("DescribeSpotPriceHistory"))
+    result = runner.invoke(make_app(), ["offers", "T4", "--spot", "--json", "-p", "aws"])
+    assert result.exit_code == 0, result.output
+    offers = json.loads(result.stdout)["offers"]
+    assert offers and all(o["spot_hourly"] is not None and o["spot_hourly"] > 0 for o in offers)
+    assert [o["spot_hourly"] for o in offers] == sorted(o["spot_hourly"] for o in offers)
+    assert len(aws.proxy.actions("DescribeSpotPriceHistory")) - before == 1  # one batch, not one per type

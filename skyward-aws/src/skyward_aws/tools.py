@@ -12,6 +12,38 @@ from skyward_aws import resources
 from skyward_aws.config import AWS
 from skyward_aws.session import NO_CREDENTIALS, Clients, explain, make_clients, new_session
 
+SPOT_BATCH = 50  # instance types per DescribeSpotPriceHistory call
+
+
+def cheapest_spot_prices(ec2: Any, offers: Sequence[Any]) -> dict[str, float]:
+    """Instance type -> its cheapest current spot price over the zones it is offered in
+    (``offers`` are ``skyward_aws.offers.Offer``), in one paginated call per 50 types
+    rather than one per type: a CPU query fits hundreds of types."""
+    import datetime
+
+    from skyward_aws.offers import SPOT_PRODUCTS
+
+    zones = {o.name: set(o.zones) for o in offers}
+    names = sorted(zones)
+    now = datetime.datetime.now(datetime.UTC)
+    latest: dict[tuple[str, str], tuple[datetime.datetime, float]] = {}
+    for start in range(0, len(names), SPOT_BATCH):
+        pages = ec2.get_paginator("describe_spot_price_history").paginate(
+            InstanceTypes=names[start : start + SPOT_BATCH], ProductDescriptions=list(SPOT_PRODUCTS), StartTime=now
+        )
+        for page in pages:
+            for item in page["SpotPriceHistory"]:
+                name, zone = str(item["InstanceType"]), str(item["AvailabilityZone"])
+                if zones.get(name) and zone not in zones[name]:
+                    continue
+                key = (name, zone)
+                if key not in latest or item["Timestamp"] > latest[key][0]:
+                    latest[key] = (item["Timestamp"], float(item["SpotPrice"]))
+    cheapest: dict[str, float] = {}
+    for (name, _zone), (_when, price) in latest.items():
+        cheapest[name] = min(price, cheapest.get(name, price))
+    return cheapest
+
 
 def _check_config() -> Any:
     from botocore.config import Config
@@ -96,10 +128,12 @@ class AwsSession:
                 prices=shipped_catalog(),
                 catalog=current_catalog(),
             )
-            priced = []
-            for offer in (o for o in found if fits(o.instance, query)):
-                spot = offers.latest_spot_prices(ec2, offer.name, offer.zones) if offer.supports_spot else {}
-                priced.append(offers.with_spot_price(offer, spot).instance if spot else offer.instance)
+            fitting = [o for o in found if fits(o.instance, query)]
+            spot = cheapest_spot_prices(ec2, [o for o in fitting if o.supports_spot])
+            priced = [
+                dataclasses.replace(o.instance, spot_price=spot[o.name]) if o.name in spot else o.instance
+                for o in fitting
+            ]
         except ConfigurationError:
             raise
         except Exception as error:
