@@ -351,3 +351,58 @@ def test_the_console_script_is_installed_with_skyward_core_and_lists_the_command
     shown = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
     assert all(f" {command} " in shown.stdout for command in ("ls", "down", "offers", "doctor", "cache"))
+
+
+droplet_cases = st.tuples(
+    st.integers(1, 50),  # id
+    st.sampled_from(["new", "active", "off"]),  # status
+    st.sampled_from(["sky-0000000a", "sky-0000000b", None]),  # pool
+    st.integers(1_899_999_000, 1_900_001_000),  # expiry
+    st.booleans(),  # carries the common ``skyward`` tag
+)
+
+
+@given(st.lists(droplet_cases, max_size=8, unique_by=lambda d: d[0]), st.sampled_from([None, "sky-0000000a"]))
+def test_skyward_down_expired_and_the_digitalocean_pool_start_reaper_take_the_same_droplets(
+    droplets: list[tuple[int, str, str | None, int, bool]], own: str | None
+) -> None:
+    """Two callers, one rule: what ``down --expired`` takes is what the reaper at every
+    DigitalOcean pool start takes."""
+    from skyward_digitalocean.naming import COMMON_TAG, DropletView, droplets_to_reap, pool_tag
+    from skyward_digitalocean.resources import resource_of_droplet
+
+    views = []
+    for ident, status, pool, expires, common in droplets:
+        tags = ([COMMON_TAG] if common else []) + ([pool_tag(pool, expires)] if pool else [])
+        views.append(DropletView(ident, f"d{ident}", status, tuple(tags)))
+    by_reaper = {str(d.droplet.id) for d in droplets_to_reap(views, NOW, own)}
+    raw = [{"id": v.id, "name": v.name, "status": v.status, "tags": list(v.tags)} for v in views]
+    listed = [r for r in (resource_of_droplet(x) for x in raw) if r is not None]
+    by_command = {r.id for r in doomed_resources(listed, NOW, own) if r.kind == INSTANCE}
+    assert by_command == by_reaper
+
+
+verda_cases = st.tuples(
+    st.integers(1, 50),  # id
+    st.sampled_from(["running", "provisioning", "offline", "error", "discontinued"]),  # status
+    st.sampled_from(["sky-0000000a", "sky-0000000b", None]),  # pool
+    st.integers(1_899_999_000, 1_900_001_000),  # expiry
+)
+
+
+@given(st.lists(verda_cases, max_size=8, unique_by=lambda c: c[0]), st.sampled_from([None, "sky-0000000a"]))
+def test_skyward_down_expired_and_the_verda_pool_start_reaper_take_the_same_instances(
+    instances: list[tuple[int, str, str | None, int]], own: str | None
+) -> None:
+    from skyward_verda.naming import InstanceView, description, instances_to_reap
+    from skyward_verda.resources import resource_of_instance
+
+    views = [
+        InstanceView(str(i), f"h{i}", status, description(pool, expires) if pool else "my own box", None)
+        for i, status, pool, expires in instances
+    ]
+    by_reaper = {d.instance.id for d in instances_to_reap(views, NOW, own)}
+    raw = [{"id": v.id, "hostname": v.hostname, "status": v.status, "description": v.description} for v in views]
+    listed = [r for r in (resource_of_instance(x) for x in raw) if r is not None]
+    by_command = {r.id for r in doomed_resources(listed, NOW, own) if r.kind == INSTANCE}
+    assert by_command == by_reaper

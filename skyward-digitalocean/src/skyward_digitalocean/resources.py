@@ -17,7 +17,7 @@ PROVIDER = "digitalocean"
 GLOBAL = "global"
 
 
-def _droplet(droplet: dict[str, Any]) -> Resource | None:
+def resource_of_droplet(droplet: dict[str, Any]) -> Resource | None:
     tags = [str(t) for t in droplet.get("tags") or ()]
     mark = pool_mark(tags)
     if COMMON_TAG not in tags or mark is None:
@@ -54,7 +54,7 @@ def list_all(api: DigitalOceanAPI) -> list[Resource]:
     leave them out), then firewalls, SSH keys and pool tags."""
     droplets: dict[str, Resource] = {}
     for raw in [*api.droplets_tagged(COMMON_TAG), *api.gpu_droplets()]:
-        item = _droplet(raw)
+        item = resource_of_droplet(raw)
         if item is not None:
             droplets.setdefault(item.id, item)
     found: list[Resource] = list(droplets.values())

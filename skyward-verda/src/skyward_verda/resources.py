@@ -17,7 +17,7 @@ PROVIDER = "verda"
 GLOBAL = "global"
 
 
-def _instance(raw: dict[str, Any]) -> Resource | None:
+def resource_of_instance(raw: dict[str, Any]) -> Resource | None:
     mark = parse_description(str(raw.get("description") or ""))
     if mark is None:
         return None
@@ -58,7 +58,7 @@ def _named(kind: str, raw: dict[str, Any]) -> Resource | None:
 
 
 def list_all(api: VerdaAPI) -> list[Resource]:
-    found = [r for r in (_instance(i) for i in api.instances()) if r is not None]
+    found = [r for r in (resource_of_instance(i) for i in api.instances()) if r is not None]
     found += [r for r in (_named(STARTUP_SCRIPT, s) for s in api.scripts()) if r is not None]
     found += [r for r in (_named(SSH_KEY, k) for k in api.ssh_keys()) if r is not None]
     return found
