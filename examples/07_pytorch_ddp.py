@@ -4,7 +4,7 @@ Every worker runs ``train`` inside one torch.distributed process group (gloo on 
 on GPUs), trains on its own shard of the data through DistributedSampler, and DDP keeps
 the replicas identical by averaging gradients.
 
-Run it with:  .venv/bin/python examples/distributed_torch.py   (needs torch installed)
+Run it with:  .venv/bin/python examples/07_pytorch_ddp.py   (needs torch installed)
 """
 
 from __future__ import annotations

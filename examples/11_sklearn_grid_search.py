@@ -1,6 +1,6 @@
 """scikit-learn's GridSearchCV on a pool: every fit of the search runs on the pool's workers.
 
-Run it with:  .venv/bin/python examples/sklearn_grid_search.py
+Run it with:  .venv/bin/python examples/11_sklearn_grid_search.py
 
 It uses two Local nodes (processes on this machine). On a cloud, change only the
 provider, e.g. ``ScikitLearnPool(provider=sky.AWS(), nodes=4, concurrency=4)``: the

@@ -1,6 +1,6 @@
 """Skyward in one screen: a pool of two Local nodes, every operator, and shard().
 
-Run it with:  python3 tasks.py example   (or: .venv/bin/python examples/quickstart.py)
+Run it with:  python3 tasks.py example   (or: .venv/bin/python examples/01_quickstart.py)
 """
 
 from __future__ import annotations
