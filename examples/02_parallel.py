@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 
-import skyward as sky
 from _provider import provider
+
+import skyward as sky
 
 
 @sky.compute
@@ -35,7 +36,8 @@ def main() -> None:
         started = time.perf_counter()
         squares = sky.gather(*(slow_square(x) for x in range(8))) >> pool  # results in order
         print(
-            f"gather of 8 on {pool.spec.total_workers} workers: {list(squares)} in {time.perf_counter() - started:.2f} s"
+            f"gather of 8 on {pool.spec.total_workers} workers: {list(squares)}"
+            f" in {time.perf_counter() - started:.2f} s"
         )
     assert squares == tuple(x * x for x in range(8))
 

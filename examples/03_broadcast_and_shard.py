@@ -8,8 +8,9 @@ Run it with:  .venv/bin/python examples/03_broadcast_and_shard.py
 
 from __future__ import annotations
 
-import skyward as sky
 from _provider import provider
+
+import skyward as sky
 
 
 @sky.compute

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-import skyward as sky
 from _provider import provider
+
+import skyward as sky
 
 
 @sky.compute

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 
+from _provider import gpus_here, on_cloud, provider
+
 import skyward as sky
 from skyward.accelerators import parse_accelerator
-from _provider import gpus_here, on_cloud, provider
 
 
 @sky.compute

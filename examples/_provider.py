@@ -17,7 +17,8 @@ from typing import Any
 
 import skyward as sky
 
-CHOICES = ("local", "aws", "digitalocean", "verda")
+CLASSES = {"local": "Local", "aws": "AWS", "digitalocean": "DigitalOcean", "verda": "Verda"}
+CHOICES = tuple(CLASSES)
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "example",
     "AWS_SECRET_ACCESS_KEY": "example",
@@ -40,12 +41,12 @@ def on_cloud() -> bool:
 
 def provider() -> Any:
     """The provider the switch names: ``sky.Local()``, ``sky.AWS()``, ..."""
-    return {
-        "local": lambda: sky.Local(),
-        "aws": lambda: sky.AWS(),
-        "digitalocean": lambda: sky.DigitalOcean(),
-        "verda": lambda: sky.Verda(),
-    }[provider_name()]()
+    return _make(provider_name())
+
+
+def _make(name: str) -> Any:
+    # sky.<Class> of a cloud resolves only when its plugin is installed, so only the named one is looked up
+    return getattr(sky, CLASSES[name])()
 
 
 def cloud_provider(default: str = "aws") -> Any:
@@ -57,7 +58,7 @@ def cloud_provider(default: str = "aws") -> Any:
     if not on_cloud():
         for key, value in FAKE_CREDENTIALS.items():
             os.environ.setdefault(key, value)
-    return {"aws": sky.AWS, "digitalocean": sky.DigitalOcean, "verda": sky.Verda}[name]()
+    return _make(name)
 
 
 def dry_run_unless_cloud(pool: sky.ComputePool) -> bool:
