@@ -63,7 +63,7 @@ def test_a_snippet_that_fails_is_reported(tmp_path: Path) -> None:
 
 
 def test_a_cloud_snippet_stops_before_provisioning(tmp_path: Path) -> None:
-    code = "import skyward as sky\nwith sky.ComputePool(provider=sky.AWS(), nodes=2) as pool:\n    raise SystemExit(3)\n"
+    code = "import skyward as sky\nwith sky.ComputePool(provider=sky.AWS(), nodes=2):\n    raise SystemExit(3)\n"
     result = _run(Snippet(ROOT / "README.md", 1, "cloud", code), tmp_path)
     assert result.returncode == 0, result.stderr
     assert "stopped where the pool would be provisioned" in result.stderr
