@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -71,3 +72,11 @@ def test_every_reference_directive_names_something_that_exists(directive: str) -
         importlib.import_module(directive)
     except ModuleNotFoundError:
         assert hasattr(importlib.import_module(module), attribute), directive
+
+
+@pytest.mark.parametrize("picture", sorted((ROOT / "docs" / "assets").glob("*.svg")), ids=lambda p: p.name)
+def test_every_picture_is_well_formed_svg(picture: Path) -> None:
+    # a browser shows nothing but an error for an SVG that is not well-formed XML (an
+    # unescaped & did that to the lifecycle diagram once), and mkdocs cannot tell
+    root = ElementTree.parse(picture).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
