@@ -25,13 +25,20 @@ def hello() -> str:
 
 
 def main() -> None:
+    cloud = cloud_provider()
     for spot in ["always", "if-available", "never", 0.8, sky.Spot.Always(retries=3, interval=5.0)]:
-        pool = sky.ComputePool(provider=cloud_provider(), nodes=2, spot=spot, display="quiet")
-        print(f"spot={spot!r:<40} -> {pool.spec.spot!r}")
+        try:
+            pool = sky.ComputePool(provider=cloud, nodes=2, spot=spot, display="quiet")
+            print(f"spot={spot!r:<40} -> {pool.spec.spot!r}")
+        except sky.ConfigurationError as error:  # DigitalOcean has no spot market
+            print(f"spot={spot!r:<40} -> refused: {error}")
     try:
         sky.ComputePool(provider=sky.Local(), spot="always")
     except sky.ConfigurationError as error:
         print(f"Local refuses spot: {error}")
+
+    # every provider accepts "if-available": spot where there is a market and capacity
+    pool = sky.ComputePool(provider=cloud, nodes=2, spot="if-available", display="quiet")
     pool.on(InstanceInterrupted, lambda e: print(f"node {e.node} interrupted: {e.reason}"))
     if dry_run_unless_cloud(pool):
         with pool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from _provider import cloud_provider, dry_run_unless_cloud
+from _provider import cloud_provider, dry_run_unless_cloud, provider_name
 
 import skyward as sky
 
@@ -23,6 +23,9 @@ def list_data() -> list[str]:
 
 
 def main() -> None:
+    if provider_name() not in ("local", "aws"):
+        print(f"S3 volumes are mounted by the AWS provider only; {provider_name()} mounts none (skipped)")
+        return
     volume = sky.S3Volume(mount_path="/data", bucket=os.environ.get("S3_BUCKET", "my-datasets"), prefix="imagenet/")
     pool = sky.ComputePool(provider=cloud_provider(), volume=[volume], display="quiet")
     try:

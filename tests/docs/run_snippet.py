@@ -1,8 +1,8 @@
 """Runs one documentation snippet: ``python run_snippet.py MODE FILE``.
 
 MODE ``run`` executes FILE as a script. ``cloud`` and ``gpu`` execute it until its first
-pool would start: ``ComputePool.open`` is replaced, in this throw-away process only, by
-one that raises ``WouldProvision``, which counts as success. Construction, with all its
+pool would start: ``ComputePool.open`` and ``MultiPool.open`` are replaced, in this
+throw-away process only, by one that raises ``WouldProvision``, which counts as success. Construction, with all its
 validation, has happened by then; nothing was provisioned.
 """
 
@@ -22,9 +22,11 @@ def _refuse(self: object) -> None:
 
 def main(mode: str, path: str) -> int:
     if mode != "run":
+        from skyward.api.multipool import MultiPool
         from skyward.api.pool import ComputePool
 
         ComputePool.open = _refuse  # type: ignore[method-assign]
+        MultiPool.open = _refuse  # type: ignore[method-assign]
     try:
         runpy.run_path(path, run_name="__main__")
     except WouldProvision:
