@@ -26,8 +26,8 @@ def main() -> None:
         futures = [pool.submit(nap(s)) for s in (0.9, 0.1, 0.5)]
         print("submitted; the client is free meanwhile")
         order = [future.result() for future in as_completed(futures)]
-    print(f"finished in the order {order}")
-    assert order == [0.1, 0.5, 0.9]
+    print(f"finished in the order {order}")  # usually the shortest first
+    assert sorted(order) == [0.1, 0.5, 0.9]
 
 
 if __name__ == "__main__":
