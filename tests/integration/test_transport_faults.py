@@ -27,7 +27,7 @@ def step(index: int, mode: str, journal: str) -> int:
     if mode == "record":
         with open(journal, "a") as f:
             f.write(f"{index}\n")
-        time.sleep(0.2)
+        time.sleep(0.5)
     elif mode == "fail-when-told":
         while not os.path.exists(journal + ".go"):
             time.sleep(0.005)
@@ -87,7 +87,7 @@ def test_after_a_gather_fails_the_tasks_a_worker_had_not_begun_never_start(
     Path(journal + ".go").touch()
     with pytest.raises(ValueError, match="the first task fails"):
         batch >> one_worker
-    time.sleep(1.0)  # what was going to start has started by now
+    time.sleep(2.5)  # had the rest not been recalled, five more would have started by now
     ran = _recorded(journal)
     assert len(ran) <= 2, f"tasks {ran} ran after the gather had failed"
     assert step(99, "noop", journal) >> one_worker == 99  # and the worker is free for the next call
