@@ -11,6 +11,8 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from skyward.errors import ConfigurationError, WorkerDiedError
 from skyward.transport import serialize
@@ -92,3 +94,20 @@ def test_safe_mode_is_the_default_where_a_providers_hosts_are_third_parties() ->
 
     assert third_party_hosts(Marketplace()) is True
     assert third_party_hosts(OwnCloud()) is False
+
+
+_plain = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+        | st.frozensets(st.integers(), max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(_plain)
+def test_any_plain_data_reads_the_same_in_safe_mode(value: object) -> None:
+    assert SAFE(serialize.dumps_result(value)) == value
