@@ -269,3 +269,11 @@ def test_safe_mode_reads_data_and_refuses_a_result_that_would_run_code_here() ->
 def test_safe_results_must_be_a_boolean() -> None:
     with pytest.raises(sky.ConfigurationError, match="safe_results"):
         sky.ComputePool(safe_results="yes")  # type: ignore[arg-type]
+
+
+def test_a_gather_cut_short_by_the_pools_timeout_raises_the_timeout(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    with sky.ComputePool(timeout=2, display="quiet") as pool:
+        with pytest.raises(sky.PoolTimeoutError):  # not a socket error from recalling the rest
+            sky.gather(*(step(5000, "sleep", journal) for _ in range(3))) >> pool
+        assert not pool.is_active

@@ -238,8 +238,15 @@ class PoolClient:
     def _cancel_hook(self, task_id: int) -> Callable[[Future[Any]], None]:
         def on_done(future: Future[Any]) -> None:
             self._future_ids.pop(future, None)
-            if future.cancelled():  # cancel() succeeded: the task was still queued here
+            if not future.cancelled():
+                return
+            if self._running:  # cancel() succeeded: the task was still queued here
                 self._on_io_thread(lambda: self._cancelled(task_id, future))
+            else:
+                try:
+                    future.set_running_or_notify_cancel()  # no I/O thread: notify waiters here
+                except RuntimeError:
+                    pass
 
         return on_done
 
@@ -632,10 +639,17 @@ class PoolClient:
     # -- interrupted and replaced nodes (spot) -------------------------------------------------
 
     def _on_io_thread(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on the I/O thread (it owns the shared sockets). Dropped once the
+        client is closed: there is nothing left to recall or install then."""
         with self._lock:
+            if self._closed_reason is not None and not self._running:
+                return
             self._calls.append(call)
             self._wake_pending = True
-        self._wake()
+        try:
+            self._wake()
+        except zmq.ZMQError:
+            pass  # closed meanwhile
 
     def drain_node(self, index: int) -> None:
         """The node will go away (a spot interruption notice): give it no new work and
