@@ -6,7 +6,8 @@ worker, or because nobody wants them any more) would otherwise wait for the long
 end. Once a task has run ``WATCH_AFTER`` seconds, this thread takes the socket (a lock
 hands it over; the main thread does not touch the socket while user code runs) and
 handles what arrives until the task ends. Quick tasks never engage it: their only cost
-is two attribute writes and a lock release and acquire (about 0.3 us).
+is a few attribute writes and a lock release and acquire (0.2 us a task, measured with
+200,000 ``task_begins``/``task_ends`` pairs on this machine).
 """
 
 from __future__ import annotations
