@@ -163,11 +163,32 @@ def test_a_replaced_node_fails_what_the_old_one_still_held() -> None:
 
 def test_a_direct_call_reserves_only_an_idle_worker() -> None:
     d = Dispatcher([1])
-    key = d.reserve()
+    key = d.reserve(0.0)
     assert key == (0, 0)
-    assert d.reserve() is None
+    assert d.reserve(0.0) is None
     d.release(key, QUICK, 0.001)
-    assert d.reserve() == (0, 0)
+    assert d.reserve(0.0) == (0, 0)
+
+
+def test_tasks_queued_behind_a_long_direct_call_are_stolen() -> None:
+    """``slow() >> pool`` on one thread, a gather on another: the gather's tasks sent to the
+    worker busy with the direct call are taken back once it has run 50 ms."""
+    d = Dispatcher([2])
+    d.submit(1, QUICK)
+    [(first, [task])] = d.assign(0.0)
+    d.completed(first, task, seconds=0.00001, now=0.0)  # measured quick: window 16
+    busy = d.reserve(0.0)
+    assert busy is not None
+    for task_id in range(2, 6):
+        d.submit(task_id, QUICK)
+    sent = dict(d.assign(0.001))
+    behind = sent.get(busy, [])
+    assert behind, "the busy worker took some (its load is 1 of 16)"
+    other = next(k for k in sent if k != busy)
+    for task_id in sent[other]:
+        d.completed(other, task_id, seconds=0.00001, now=0.002)
+    d.steal(0.2)
+    assert d.recalls() == {busy: behind}  # all of them: the direct call runs first
 
 
 def _only(sent: list[tuple[tuple[int, int], list[int]]]) -> tuple[tuple[int, int], int]:

@@ -329,7 +329,7 @@ class PoolClient:
         queue. A task whose node gets an interruption notice runs again elsewhere."""
         with self._lock:
             self._check_open()
-            key = self._dispatcher.reserve()
+            key = self._dispatcher.reserve(time.monotonic())
         if key is None:
             return self._wait(self.submit(frames))
         fn_key = bytes(frames[0])
@@ -380,7 +380,7 @@ class PoolClient:
                     f"node {lost[0]} of the pool was lost ({self._worker((lost[0], 0)).last_death or 'no answer'}); "
                     "a computation for every worker cannot run on it"
                 )
-            keys = self._dispatcher.reserve_all()
+            keys = self._dispatcher.reserve_all(time.monotonic())
         if keys is None:
             return self._run_queued_on_all(frames)
         fn_key = bytes(frames[0])

@@ -65,6 +65,7 @@ class _WorkerState:
     targeted: deque[int] = field(default_factory=deque)  # tasks for this worker alone
     available: bool = True
     reserved: int = 0  # direct calls in flight on the callers' own sockets
+    direct_since: float | None = None  # when the oldest of them was sent
     round_trip: float = 0.0
 
     def load(self) -> int:
@@ -266,10 +267,13 @@ class Dispatcher:
         return out
 
     def _stuck(self, worker: _WorkerState, now: float) -> bool:
-        """Whether the worker's oldest task has been out ``STEAL_AFTER`` or longer."""
+        """Whether the worker's oldest task (a direct call counts) has been out
+        ``STEAL_AFTER`` or longer."""
+        oldest = worker.direct_since
         for sent in worker.inflight.values():
-            return now - sent >= STEAL_AFTER
-        return False
+            oldest = sent if oldest is None else min(oldest, sent)
+            break
+        return oldest is not None and now - oldest >= STEAL_AFTER
 
     def steal(self, now: float) -> None:
         """When a worker is idle and nothing is queued, recall the tasks that wait behind a
@@ -279,9 +283,11 @@ class Dispatcher:
         if not any(self.is_usable(w.key) and w.load() == 0 and not w.targeted for w in self._workers.values()):
             return
         for worker in self._workers.values():
-            if len(worker.inflight) < 2 or not self._stuck(worker, now):
+            # behind a direct call every queued task waits; otherwise the first may be running
+            behind = list(worker.inflight) if worker.reserved else list(worker.inflight)[1:]
+            if not behind or not self._stuck(worker, now):
                 continue
-            for task_id in list(worker.inflight)[1:]:
+            for task_id in behind:
                 task = self._tasks.get(task_id)
                 if task is None or task.abandoned or task.stealing or task.target is not None:
                     continue
@@ -311,7 +317,7 @@ class Dispatcher:
             sent.append(task_id)
         return sent
 
-    def reserve(self) -> WorkerKey | None:
+    def reserve(self, now: float) -> WorkerKey | None:
         """A worker with nothing to do, for a direct call on the caller's own socket."""
         best: _WorkerState | None = None
         for worker in self._workers.values():
@@ -321,21 +327,27 @@ class Dispatcher:
         if best is None:
             return None
         best.reserved += 1
+        best.direct_since = now
         return best.key
 
-    def reserve_all(self) -> list[WorkerKey] | None:
+    def reserve_all(self, now: float) -> list[WorkerKey] | None:
         """Every worker, for a direct broadcast; None when one is busy or unusable."""
         keys = self.workers()
         if not keys or any(not self.is_usable(k) or self._workers[k].load() >= MAX_WINDOW for k in keys):
             return None
         for key in keys:
-            self._workers[key].reserved += 1
+            worker = self._workers[key]
+            worker.reserved += 1
+            if worker.direct_since is None:
+                worker.direct_since = now
         return keys
 
     def release(self, key: WorkerKey, fn_key: bytes | None = None, seconds: float | None = None) -> None:
         worker = self._workers.get(key)
         if worker is not None and worker.reserved > 0:
             worker.reserved -= 1
+            if worker.reserved == 0:
+                worker.direct_since = None
         if fn_key is not None and seconds is not None:
             self._learn(fn_key, seconds)
 
