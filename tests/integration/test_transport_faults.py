@@ -277,3 +277,19 @@ def test_a_gather_cut_short_by_the_pools_timeout_raises_the_timeout(tmp_path: Pa
         with pytest.raises(sky.PoolTimeoutError):  # not a socket error from recalling the rest
             sky.gather(*(step(5000, "sleep", journal) for _ in range(3))) >> pool
         assert not pool.is_active
+
+
+@sky.compute
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return time.monotonic()
+
+
+def test_tasks_never_wait_behind_a_long_call_made_on_another_thread() -> None:
+    with sky.ComputePool(nodes=2, display="quiet", provider=sky.Local(grace_period=10)) as pool:
+        sky.gather(*(nap(0) for _ in range(40))) >> pool  # measured quick: 16 travel at once
+        slow = cf.ThreadPoolExecutor(1).submit(lambda: nap(2.0) >> pool)
+        time.sleep(0.2)  # the long call is on one worker
+        quick = [pool.submit(nap(0.1)) for _ in range(6)]
+        last_quick = max(f.result(timeout=30) for f in quick)
+        assert last_quick < slow.result(timeout=30), "a 0.1 s task waited behind the 2 s call"
