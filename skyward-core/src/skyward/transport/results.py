@@ -34,8 +34,11 @@ class RemoteTraceback(Exception):
 class ResultDecoder:
     """Turns (status, frames) from a worker into a value, or the exception to raise."""
 
-    def __init__(self, loads: Loads = serialize.loads) -> None:
-        self._loads = loads
+    def __init__(self, loads: Loads | None = None) -> None:
+        self._safe = loads  # None: plain unpickling, ``serialize.loads`` looked up per call
+
+    def _loads(self, frames: Sequence[Any]) -> Any:
+        return serialize.loads(frames) if self._safe is None else self._safe(frames)
 
     def value(self, status: wire.Status, frames: Sequence[Any], node: int) -> Any:
         """The task's result; raises what the task raised (see the module docstring)."""
