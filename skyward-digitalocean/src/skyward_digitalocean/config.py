@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
+from skyward.providers.settings import ProviderSettings
 
 TOKEN_ENV = "DIGITALOCEAN_TOKEN"
 DEFAULT_API_URL = "https://api.digitalocean.com"
@@ -26,7 +27,7 @@ REGIONS: tuple[str, ...] = ("nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon
 
 
 @dataclass(frozen=True, slots=True)
-class DigitalOcean:
+class DigitalOcean(ProviderSettings):
     """Run the pool's nodes as DigitalOcean droplets (GPU droplets for accelerators).
 
     region:            one of :data:`REGIONS`.
@@ -53,11 +54,8 @@ class DigitalOcean:
     """
 
     region: str = "nyc1"
-    client_address: str | None = None
     image: str | None = None
     agent_port: int = DEFAULT_AGENT_PORT
-    grace_period: float = 30.0
-    bootstrap_timeout: float = 900.0
     provision_timeout: float = 900.0
     poll_interval: float = 3.0
     api_url: str = DEFAULT_API_URL
@@ -68,20 +66,17 @@ class DigitalOcean:
     reap: bool = True
 
     def __post_init__(self) -> None:
+        ProviderSettings.__post_init__(self)
         if self.region not in REGIONS:
             raise ConfigurationError(
                 f"DigitalOcean(region={self.region!r}) is not a known region; use one of: {', '.join(REGIONS)}"
             )
-        if self.client_address is not None:
-            from skyward.providers.cloud.addresses import parse_client_address
-
-            parse_client_address(self.client_address, "DigitalOcean(client_address=...)")
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(
                 f"DigitalOcean(image={self.image!r}) must be an image slug such as 'ubuntu-24-04-x64'"
             )
         check_port("DigitalOcean", "agent_port", self.agent_port)
-        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
+        seconds = ("provision_timeout", "poll_interval", "api_timeout")
         check_seconds("DigitalOcean", self, (*seconds, "api_backoff"))
         check_attempts("DigitalOcean", "api_retries", self.api_retries)
         check_urls("DigitalOcean", self, ("api_url", "address_url"))

@@ -96,19 +96,8 @@ class DigitalOceanDriver:
     # -- construction-time checks -------------------------------------------------------
 
     def validate(self, spec: Any) -> None:
-        from skyward.spot import SpotAlways, SpotPercent
-
+        # no spot market, no volumes: the pool's common rules (skyward.providers.rules)
         token_from_env()
-        if isinstance(spec.spot, SpotAlways | SpotPercent):
-            raise ConfigurationError(
-                f"spot={spec.spot!r} cannot be met on DigitalOcean: it has no spot market. "
-                "Use spot='never' (or leave it unset), or spot='if-available' to run on-demand"
-            )
-        if spec.volumes:
-            raise ConfigurationError(
-                "volume=... is not supported by the DigitalOcean provider: it mounts no volumes. "
-                "Copy data in from your task, or use a provider that mounts it (AWS with S3Volume)"
-            )
 
     # -- prepare ------------------------------------------------------------------------
 
@@ -123,13 +112,10 @@ class DigitalOceanDriver:
         return self._api
 
     def prepare(self, spec: Any, emit: EventSink) -> str:
-        from skyward.api.pool import NODE_TTL_MARGIN
         from skyward.events import Notice
-        from skyward.spot import SpotIfAvailable
+        from skyward.providers.settings import NODE_TTL_MARGIN
 
         config = self.config
-        if isinstance(spec.spot, SpotIfAvailable):
-            emit(Notice(message="spot='if-available': DigitalOcean has no spot market, so this pool runs on-demand"))
         if config.reap:
             from skyward_digitalocean.reaper import reap_with
 

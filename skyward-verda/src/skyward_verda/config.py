@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
+from skyward.providers.settings import ProviderSettings
 
 CLIENT_ID_ENV = "VERDA_CLIENT_ID"
 CLIENT_SECRET_ENV = "VERDA_CLIENT_SECRET"
@@ -23,7 +24,7 @@ DEFAULT_ADDRESS_URL = "https://checkip.amazonaws.com"
 
 
 @dataclass(frozen=True, slots=True)
-class Verda:
+class Verda(ProviderSettings):
     """Run the pool's nodes as Verda instances.
 
     region:            a location code (``"FIN-01"``); ``None`` picks, at pool start, a
@@ -53,12 +54,9 @@ class Verda:
     """
 
     region: str | None = None
-    client_address: str | None = None
     image: str | None = None
     ssh_key_ids: Sequence[str] = ()
     agent_port: int = DEFAULT_AGENT_PORT
-    grace_period: float = 30.0
-    bootstrap_timeout: float = 900.0
     provision_timeout: float = 900.0
     poll_interval: float = 3.0
     api_url: str = DEFAULT_API_URL
@@ -69,15 +67,12 @@ class Verda:
     reap: bool = True
 
     def __post_init__(self) -> None:
+        ProviderSettings.__post_init__(self)
         if self.region is not None and (not isinstance(self.region, str) or not self.region.strip()):
             raise ConfigurationError(
                 f"Verda(region={self.region!r}) must be a location code such as 'FIN-01', "
                 "or None to pick a location with capacity"
             )
-        if self.client_address is not None:
-            from skyward.providers.cloud.addresses import parse_client_address
-
-            parse_client_address(self.client_address, "Verda(client_address=...)")
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(
                 f"Verda(image={self.image!r}) must be an image type such as 'ubuntu-24.04-cuda-12.8'"
@@ -88,7 +83,7 @@ class Verda:
         if not all(isinstance(k, str) and k for k in self.ssh_key_ids):
             raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) must be non-empty strings")
         check_port("Verda", "agent_port", self.agent_port)
-        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
+        seconds = ("provision_timeout", "poll_interval", "api_timeout")
         check_seconds("Verda", self, seconds)  # api_backoff may be 0: below
         if isinstance(self.api_backoff, bool) or not isinstance(self.api_backoff, int | float) or self.api_backoff < 0:
             raise ConfigurationError(f"Verda(api_backoff={self.api_backoff!r}) must be a number of seconds >= 0")

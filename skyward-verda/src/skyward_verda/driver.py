@@ -26,7 +26,7 @@ from skyward.providers.cloud.naming import expiry
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
-from skyward.spot import Market, NodePlan, plan_markets
+from skyward.spot import Market, NodePlan, SpotNever, SpotStrategy, plan_markets
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
 from skyward_verda.markets import markets_needed
@@ -122,12 +122,11 @@ class VerdaDriver:
     # -- construction-time checks -------------------------------------------------------
 
     def validate(self, spec: Any) -> None:
-        credentials_from_env()
-        if spec.volumes:
-            raise ConfigurationError(
-                "volume=... is not supported by the Verda provider: it mounts no volumes. "
-                "Copy data in from your task, or use a provider that mounts it (AWS with S3Volume)"
-            )
+        credentials_from_env()  # volumes: the pool's common rule refuses them (no VolumeMounts)
+
+    def default_spot(self) -> SpotStrategy:
+        """Verda sells spot instances; a pool that does not ask for them runs on-demand."""
+        return SpotNever()
 
     @property
     def api(self) -> VerdaAPI:
@@ -147,8 +146,8 @@ class VerdaDriver:
     # -- prepare ------------------------------------------------------------------------
 
     def prepare(self, spec: Any, emit: EventSink) -> str:
-        from skyward.api.pool import NODE_TTL_MARGIN
         from skyward.events import Notice
+        from skyward.providers.settings import NODE_TTL_MARGIN
 
         config = self.config
         self._pool_id = spec.pool_id
