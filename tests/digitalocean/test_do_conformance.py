@@ -37,17 +37,17 @@ class DigitalOceanUnderTest:
             for droplet in fake.droplets.values():
                 if droplet.status != "deleted":
                     mark = pool_mark(droplet.tags)
-                    found.append(Resource(f"droplet {droplet.name}", mark and mark.pool_id, mark and mark.expires))
+                    found.append(Resource.marked(f"droplet {droplet.name}", mark))
             for firewall in fake.firewalls.values():
                 mark = parse_resource_name(str(firewall["name"]))
-                found.append(Resource(f"firewall {firewall['name']}", mark and mark.pool_id, mark and mark.expires))
+                found.append(Resource.marked(f"firewall {firewall['name']}", mark))
             for key in fake.ssh_keys.values():
                 mark = parse_resource_name(str(key["name"]))
-                found.append(Resource(f"SSH key {key['name']}", mark and mark.pool_id, mark and mark.expires))
+                found.append(Resource.marked(f"SSH key {key['name']}", mark))
             for tag in fake.tags:
                 if tag != "skyward":
                     mark = parse_pool_tag(tag)
-                    found.append(Resource(f"tag {tag}", mark and mark.pool_id, mark and mark.expires))
+                    found.append(Resource.marked(f"tag {tag}", mark))
         return found
 
     def ingress_sources(self) -> Sequence[str]:

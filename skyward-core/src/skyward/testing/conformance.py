@@ -41,6 +41,7 @@ from skyward.events import (
     PoolStarted,
     PoolStopping,
 )
+from skyward.providers.cloud.naming import PoolMark
 from skyward.providers.settings import ProviderSettings
 
 EVERYWHERE = frozenset({"0.0.0.0/0", "::/0", "0.0.0.0", "::"})
@@ -66,6 +67,11 @@ class Resource:
     what: str  # "droplet 123", "firewall fw-1"
     pool_id: str | None
     expires: int | None  # Unix time
+
+    @classmethod
+    def marked(cls, what: str, mark: PoolMark | None) -> Resource:
+        """From the mark a provider's naming module parsed back (None: unlabelled)."""
+        return cls(what, mark.pool_id if mark else None, mark.expires if mark else None)
 
 
 @runtime_checkable
@@ -189,10 +195,10 @@ class ProviderConformance:
         events: list[object] = []
         with self._pool(cloud, events) as pool:
             assert (_where(1) >> pool)[0] == 1
+            scripts = list(cloud.user_data())  # while they exist: teardown may delete them
         secrets = [s for s in cloud.secrets() if s]
         assert secrets, "the provider under test declares no credential"
-        scripts = list(cloud.user_data())
-        assert scripts
+        assert scripts, "the provider under test reports no user-data"
         for secret in secrets:
             assert not any(secret in script for script in scripts), "a credential is in a node's user-data"
             assert not any(secret in repr(event) for event in events), "a credential is in an event"
