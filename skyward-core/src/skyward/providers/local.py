@@ -73,6 +73,22 @@ def _uv_path() -> str | None:
         return shutil.which("uv")
 
 
+def local_bootstrap_context() -> BootstrapContext:
+    """The context of a node that runs on this machine: this interpreter's Python and uv,
+    the same skyward and plugins (public: a provider whose nodes are local processes, like
+    tests/plugin_example, uses it too)."""
+    from skyward.bootstrap import client_requirements
+
+    core, pinned = client_requirements()
+    return BootstrapContext(
+        local=True,
+        python_executable=sys.executable,
+        skyward_requirement=core,
+        pinned=tuple(pinned),
+        uv=_uv_path(),
+    )
+
+
 class LocalDriver(Provider[Local]):
     """No spot market and no volume mounts: the pool's common rules refuse or explain
     those. It reads its nodes' stdout, so it reports bootstrap steps live."""
@@ -111,16 +127,7 @@ class LocalDriver(Provider[Local]):
         return "local"
 
     def _bootstrap_context(self, spec: PoolSpec) -> BootstrapContext:
-        from skyward.bootstrap import client_requirements
-
-        core, pinned = client_requirements()
-        return BootstrapContext(
-            local=True,
-            python_executable=sys.executable,
-            skyward_requirement=core,
-            pinned=tuple(pinned),
-            uv=_uv_path(),
-        )
+        return local_bootstrap_context()
 
     def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
         from skyward.events import (

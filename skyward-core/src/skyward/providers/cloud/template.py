@@ -22,6 +22,7 @@ has defaults.
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -221,6 +222,12 @@ class CloudProvider(Provider[CS]):
         """The script as it goes to ``create`` (Verda puts its host firewall first)."""
         return request.script
 
+    def client_address(self) -> ipaddress.IPv4Address:
+        """The client's public address: ``client_address`` when given, else asked of
+        ``address_url`` once per pool."""
+        config = self.config
+        return client_address(config.client_address, config.address_url, config.api_timeout, type(config).__name__)
+
     def strategy(self, spec: PoolSpec) -> SpotStrategy | None:
         """No spot market here: every node on-demand (the pool has already refused what
         needs spot nodes, and said so for ``if-available``)."""
@@ -245,11 +252,10 @@ class CloudProvider(Provider[CS]):
                 )
             )
         self._offer = offer
-        address = client_address(config.client_address, config.address_url, config.api_timeout, type(config).__name__)
         self._labels = Labels(
             pool_id=spec.pool_id,
             expires=expiry(self._clock(), spec.timeout, config.bootstrap_timeout, NODE_TTL_MARGIN),
-            client_cidr=firewall_source(address),
+            client_cidr=firewall_source(self.client_address()),
             ports=node_ports(config.agent_port, spec.workers_per_node),
         )
         self.create_infrastructure(spec, offer, self._labels, emit)
