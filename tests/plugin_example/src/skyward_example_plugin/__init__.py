@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address
+from typing import ClassVar
 
 from skyward.errors import ProvisioningError
 from skyward.image import BootstrapContext
@@ -48,9 +49,18 @@ class Delayed(CloudSettings):
 
 
 class ProcessCloud:
-    """Instances are ``bash <user-data>`` process trees, each at its own 127.x.y.z."""
+    """Instances are ``bash <user-data>`` process trees, each at its own 127.x.y.z.
+
+    As a test fake of a cloud API it has knobs: ``refuse_after`` refuses every create after
+    that many; ``stall`` runs a script that never starts an agent; ``opened`` is every
+    ProcessCloud made (to check nothing is left)."""
+
+    refuse_after: ClassVar[int | None] = None
+    stall: ClassVar[bool] = False
+    opened: ClassVar[list[ProcessCloud]] = []
 
     def __init__(self) -> None:
+        ProcessCloud.opened.append(self)
         self.root = tempfile.mkdtemp(prefix="skyward-example-")  # 0700
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -61,6 +71,10 @@ class ProcessCloud:
     def create(self, name: str, script: str, labels: Mapping[str, str]) -> str:
         with self._lock:
             number = next(self._ids)
+        if self.refuse_after is not None and number > self.refuse_after:
+            raise ProvisioningError(f"ProcessCloud refuses instance {number}: quota of {self.refuse_after} reached")
+        if self.stall:
+            script = "#!/bin/sh\nexec sleep 3600\n"
         instance_id, ip = f"ex-{number}", f"{self._subnet}.{number + 1}"
         path = os.path.join(self.root, f"{instance_id}.sh")
         with open(path, "w") as file:
@@ -99,6 +113,18 @@ class ProcessCloud:
     def listed(self, pool_id: str) -> list[str]:
         with self._lock:
             return [i for i, labels in self._labels.items() if labels.get("pool") == pool_id]
+
+    def labels(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            return {i: dict(labels) for i, labels in self._labels.items()}
+
+    def scripts(self) -> list[str]:
+        names = sorted(n for n in os.listdir(self.root) if n.endswith(".sh")) if os.path.isdir(self.root) else []
+        return [open(os.path.join(self.root, n)).read() for n in names]
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return [i for i, p in self._processes.items() if p.poll() is None]
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
