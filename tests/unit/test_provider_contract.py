@@ -225,3 +225,16 @@ def test_a_spot_node_the_provider_took_away_without_notice_is_interrupted_and_it
         assert results == (0, 1, 4, 9)
     interrupted = [e for e in events if isinstance(e, InstanceInterrupted)]
     assert [(e.node, e.reason) for e in interrupted] == [(1, "the provider deleted this spot instance")]
+
+
+def test_an_instance_takes_the_interruption_path_once(reclaimable: None) -> None:
+    events: list[object] = []
+    pool = sky.ComputePool(
+        provider=Reclaimable(), nodes=2, spot="if-available", display="quiet", on_event=events.append
+    )
+    with pool:
+        handle = pool.nodes[1]
+        pool._on_interruption(1, handle, "notice")  # e.g. an advance notice ...
+        pool._on_interruption(1, handle, "gone")  # ... and the reclaim watch, for the same instance
+        time.sleep(0.3)
+    assert [(e.node, e.reason) for e in events if isinstance(e, InstanceInterrupted)] == [(1, "notice")]
