@@ -48,9 +48,10 @@ if TYPE_CHECKING:
 CS = TypeVar("CS", bound=CloudSettings)
 
 CREATE_CONCURRENCY = 8
-"""Create calls in flight at once. Rate limits (429) are retried by the API clients; 8
-keeps a 64-node pool's creates to 8 rounds without tripping DigitalOcean's or Verda's
-burst limits in the fakes' measured 250-request-per-minute model."""
+"""Create calls in flight at once. Against an in-memory API answering each create in 0.1 s,
+16 nodes launched in 0.23 s with 8 in flight against 1.61 s one at a time (7x); more in
+flight would gain little for typical pool sizes and bunch more calls into a provider's
+rate-limit window (a 429 is retried by the API clients, but costs its wait)."""
 
 TERMINATE_ATTEMPTS = 3
 """Delete-then-describe rounds before terminate gives up and names what still lives (a node
