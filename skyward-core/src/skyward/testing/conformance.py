@@ -216,8 +216,9 @@ class ProviderConformance:
             assert secret not in output.err and secret not in output.out, "a credential was printed"
             assert secret not in logged, "a credential was logged"
 
-    def test_a_failure_at_node_k_of_n_removes_everything(self, cloud: CloudUnderTest) -> None:
-        cloud.fail_create(after=self.nodes - 1)
+    @pytest.mark.parametrize("k", ["first", "last"])
+    def test_a_failure_at_node_k_of_n_removes_everything(self, cloud: CloudUnderTest, k: str) -> None:
+        cloud.fail_create(after=0 if k == "first" else self.nodes - 1)
         with pytest.raises(SkywardError), self._pool(cloud, []):
             pass
         assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
