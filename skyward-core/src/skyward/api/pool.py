@@ -49,8 +49,6 @@ from skyward.transport.security import CurveKeys
 
 T = TypeVar("T")
 
-__all__ = ["NODE_TTL_MARGIN", "ComputePool", "version_mismatch"]  # NODE_TTL_MARGIN: skyward.providers' own
-
 COST_UPDATE_INTERVAL = 10.0
 
 
