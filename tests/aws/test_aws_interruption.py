@@ -18,8 +18,9 @@ import pytest
 
 from skyward import ComputePool, Spot, compute
 from skyward.events import InstanceInterrupted, LogLine, Notice
+from skyward.providers import notices_dir
 from skyward_aws import AWS
-from skyward_aws.driver import node_run_dir, notices_dir
+from skyward_aws.driver import node_run_dir
 from skyward_aws.interruption import NOTICE_FILE, REBALANCE_FILE
 
 from .conftest import CLIENT_CIDR, AwsWorld, Emulation

@@ -1,6 +1,7 @@
-"""Emulated cloud instances for provider tests (cloud-neutral; see README.md)."""
+"""Emulated cloud instances for provider tests: now public, in ``skyward.testing`` (see
+README.md); these names stay for the tests that import them from here."""
 
-from .instances import (
+from skyward.testing.instances import (
     AgentEndpoint,
     EmulatedInstance,
     EmulatedInstances,
@@ -8,7 +9,7 @@ from .instances import (
     check_user_data,
     decode_user_data,
 )
-from .stubs import recorder
+from skyward.testing.stubs import recorder
 
 __all__ = [
     "AgentEndpoint",

@@ -7,6 +7,7 @@ import importlib.metadata
 import pytest
 
 import skyward as sky
+from skyward.errors import ProvisioningError
 
 
 @sky.compute
@@ -39,11 +40,11 @@ def test_a_third_party_provider_runs_computations() -> None:
 
 
 def test_a_provider_failing_to_launch_leaves_nothing() -> None:
-    pool = sky.ComputePool(provider=sky.Delayed(fail=True), display="quiet")
-    with pytest.raises(RuntimeError, match="told to fail"):
+    pool = sky.ComputePool(provider=sky.Delayed(fail=True), nodes=2, display="quiet")
+    with pytest.raises(ProvisioningError, match="told to fail"):
         pool.open()
     assert not pool.is_active
-    assert pool._driver.run_dir is None  # type: ignore[attr-defined]
+    assert pool._driver.api is None  # type: ignore[attr-defined]  # its "cloud" removed, with every instance
 
 
 def test_unknown_distributed_backend_lists_the_available_ones() -> None:

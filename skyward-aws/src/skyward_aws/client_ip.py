@@ -1,31 +1,19 @@
-"""Finding the client's public address, for the security group's one open port."""
+"""Finding the client's public address, for the security group's one open port: the rule
+every cloud provider shares (``skyward.providers.cloud.addresses``: one IPv4 host; a
+failure is a ProvisioningError saying to pass ``AWS(client_address=...)``)."""
 
 from __future__ import annotations
 
-import ipaddress
-import urllib.request
 from collections.abc import Callable
 
-from skyward.errors import ConfigurationError
+from skyward.providers.cloud.addresses import discover_client_address, firewall_source
+from skyward.providers.cloud.settings import DEFAULT_ADDRESS_URL
 
-CHECKIP_URL = "https://checkip.amazonaws.com"
+CHECKIP_URL = DEFAULT_ADDRESS_URL
 
 Discover = Callable[[], str]
 
 
 def discover_public_ip(url: str = CHECKIP_URL, timeout: float = 5.0) -> str:
-    """This machine's public IPv4 address as AWS sees it, as a ``/32`` CIDR."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            text = response.read(64).decode().strip()
-        address = ipaddress.ip_address(text)
-    except (OSError, ValueError) as error:
-        raise ConfigurationError(
-            f"could not discover this machine's public IP address from {url} ({error}); "
-            "pass it yourself: AWS(client_cidr='203.0.113.7') (the agent port is opened to that address only)"
-        )
-    if not address.is_global:
-        raise ConfigurationError(
-            f"{url} answered {address}, which is not a public address; pass AWS(client_cidr=...) yourself"
-        )
-    return f"{address}/{address.max_prefixlen}"
+    """This machine's public IPv4 address as ``url`` sees it, as a ``/32`` CIDR."""
+    return firewall_source(discover_client_address(url, timeout, "AWS"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skyward.errors import ConfigurationError
+from skyward.providers.settings import ProviderSettings
 
 if TYPE_CHECKING:
     from skyward_aws.endpoints import EndpointResolver
@@ -55,7 +56,7 @@ def parse_client_cidr(value: str) -> str:
 
 
 @dataclass(frozen=True)
-class AWS:
+class AWS(ProviderSettings):
     """Run a pool's nodes on Amazon EC2.
 
     region:            the AWS region, e.g. ``"us-east-1"``.
@@ -65,9 +66,12 @@ class AWS:
                        instance profile with ``AmazonSSMManagedInstanceCore`` (which also
                        lets you ``aws ssm start-session`` into them), and the client needs
                        the ``session-manager-plugin`` executable.
-    client_cidr:       the address (or network) allowed to reach the agent port.
-                       ``None`` discovers this machine's public address when the pool
-                       starts (https://checkip.amazonaws.com). Never ``0.0.0.0/0``.
+    client_address:    this machine's public IPv4 address, the only one allowed to
+                       reach the agent port (the same setting as on every provider).
+                       ``None`` (and no ``client_cidr``) discovers it when the pool starts
+                       (https://checkip.amazonaws.com).
+    client_cidr:       instead of ``client_address``, a network allowed to reach the
+                       agent port (at most /8 wide, IPv6 too). Never ``0.0.0.0/0``.
     bootstrap_timeout: seconds to wait for every node's agent, environment build
                        included, before the pool gives up and removes everything.
     grace_period:      seconds an agent keeps running without hearing from its client.
@@ -86,19 +90,34 @@ class AWS:
     region: str = "us-east-1"
     use_ssm: bool = False
     client_cidr: str | None = None
-    bootstrap_timeout: float = 900.0
-    grace_period: float = 30.0
     ami: str | None = None
     subnet_ids: Sequence[str] = ()
     instance_profile: str | None = None
     endpoint_resolver: EndpointResolver | None = field(default=None, compare=False, repr=False)
 
+    @property
+    def ingress_cidr(self) -> str | None:
+        """The network the agent port is opened to: ``client_cidr``, or ``client_address``
+        as one host; None: discover it."""
+        if self.client_cidr is not None:
+            return self.client_cidr
+        if self.client_address is not None:
+            from skyward.providers.cloud.addresses import firewall_source, parse_client_address
+
+            return firewall_source(parse_client_address(self.client_address, "AWS(client_address=...)"))
+        return None
+
     def __post_init__(self) -> None:
+        ProviderSettings.__post_init__(self)
         if not isinstance(self.region, str) or not _REGION_RE.match(self.region):
             raise ConfigurationError(f"AWS(region={self.region!r}) is not an AWS region name such as 'us-east-1'")
         if not isinstance(self.use_ssm, bool):
             raise ConfigurationError(f"AWS(use_ssm={self.use_ssm!r}) must be True or False")
         if self.client_cidr is not None:
+            if self.client_address is not None:
+                raise ConfigurationError(
+                    f"AWS(client_address={self.client_address!r}, client_cidr={self.client_cidr!r}): give one of them"
+                )
             object.__setattr__(self, "client_cidr", parse_client_cidr(self.client_cidr))
         for name in ("bootstrap_timeout", "grace_period"):
             value: Any = getattr(self, name)

@@ -25,9 +25,13 @@ from typing import Any
 import structlog
 
 from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
+from skyward.agent.notices import notices_dir
+from skyward.api.spec import PoolSpec
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
-from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
+from skyward.providers.cloud.naming import lifetime
+from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
+from skyward.providers.settings import NODE_TTL_MARGIN
 from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, normalize_spot, plan_markets, wants_spot
 from skyward_aws import ami, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
@@ -55,7 +59,6 @@ log = structlog.wrap_logger(
 NODE_HOME = "/opt/skyward"
 USER_DATA_LIMIT = 16 * 1024  # EC2's limit on raw user-data
 DEFAULT_SPOT: SpotStrategy = SpotAlways()  # the seed's default: spot="always"
-NODE_TTL_SLACK = 600.0  # the expiry tag: the pool's timeout plus start-up and this much
 PROBE_INTERVAL = 0.5
 STATE_CHECK_INTERVAL = 5.0
 TERMINATE_ATTEMPTS = 3  # a node shutting itself down can make one TerminateInstances fail
@@ -63,12 +66,6 @@ TERMINATE_ATTEMPTS = 3  # a node shutting itself down can make one TerminateInst
 
 def node_run_dir(pool_id: str, node: int) -> str:
     return f"/tmp/skyward-{pool_id}-{node}"
-
-
-def notices_dir(run_dir: str, node: int) -> str:
-    """The node's drop box for notices its agent forwards to the pool (the agent-side
-    watcher is proposed to core: /tmp/proposals, "aws-1")."""
-    return f"{run_dir}/notices-{node}"
 
 
 def encode_user_data(script: str) -> str | bytes:
@@ -115,10 +112,14 @@ class _Node:
     description: dict[str, Any] = field(default_factory=dict)
 
 
-class AWSDriver:
+class AWSDriver(Provider[AWS]):
     """EC2 provider. ``session`` (a boto3 Session), ``discover_ip`` and ``sleep`` are
     seams for callers that need them; by default boto3's chain, checkip.amazonaws.com and
-    ``time.sleep``."""
+    ``time.sleep``.
+
+    Abilities: a spot market (SpotMarket, default ``Spot.Always``), two minutes' notice
+    before a reclaim (InterruptionNotices), replacement of a reclaimed node
+    (SpotReplacement), S3 volumes (VolumeMounts)."""
 
     name = "aws"
 
@@ -130,7 +131,7 @@ class AWSDriver:
         discover_ip: Discover = discover_public_ip,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.config = config
+        super().__init__(config)
         self._session = session
         self._discover_ip = discover_ip
         self._sleep = sleep
@@ -151,10 +152,21 @@ class AWSDriver:
 
     # -- validate ------------------------------------------------------------------------
 
-    def strategy(self, spec: Any) -> SpotStrategy:
+    def strategy(self, spec: PoolSpec) -> SpotStrategy:
         return DEFAULT_SPOT if spec.spot is None else normalize_spot(spec.spot)
 
-    def validate(self, spec: Any) -> None:
+    def default_spot(self) -> SpotStrategy:
+        return DEFAULT_SPOT
+
+    def mounts(self, volume: object) -> bool:
+        from skyward_aws.volumes import S3Volume
+
+        return isinstance(volume, S3Volume)
+
+    def notice_watch_step(self, notices_dir: str) -> tuple[str, str]:
+        return ("spot-watch", interruption.bootstrap_step(notices_dir))
+
+    def validate(self, spec: PoolSpec) -> None:
         from skyward_aws import families
 
         if spec.accelerator is not None and spec.machine is None:
@@ -176,7 +188,7 @@ class AWSDriver:
 
     # -- prepare -------------------------------------------------------------------------
 
-    def request_for(self, spec: Any) -> offers.Request:
+    def request_for(self, spec: PoolSpec) -> offers.Request:
         workers = spec.workers_per_node
         return offers.Request(
             accelerator=spec.accelerator,
@@ -186,7 +198,7 @@ class AWSDriver:
             needs_spot=_needs_some_spot(self.strategy(spec), spec.nodes),
         )
 
-    def plan(self, spec: Any, emit: EventSink) -> offers.Offer:
+    def plan(self, spec: PoolSpec, emit: EventSink) -> offers.Offer:
         """Everything decided before anything is made (read-only calls only)."""
         from skyward.accelerators import current_catalog
         from skyward.events import Notice
@@ -222,7 +234,7 @@ class AWSDriver:
         if self.config.use_ssm:
             self.client_cidr = None  # nothing is opened to the outside
         else:
-            self.client_cidr = self.config.client_cidr or self._discover_ip()
+            self.client_cidr = self.config.ingress_cidr or self._discover_ip()
         log.info(
             "aws plan",
             pool=spec.pool_id,
@@ -234,12 +246,12 @@ class AWSDriver:
         )
         return chosen
 
-    def prepare(self, spec: Any, emit: EventSink) -> str:
+    def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
 
         self._pool_id = spec.pool_id
         now = datetime.datetime.now(datetime.UTC)
-        self._expires_at = infra.expiry(now, spec.timeout + self.config.bootstrap_timeout + NODE_TTL_SLACK)
+        self._expires_at = infra.expiry(now, lifetime(spec.timeout, self.config.bootstrap_timeout, NODE_TTL_MARGIN))
         try:
             resources.sweep_at_start(self.clients, self.config.region, spec.pool_id, emit)  # what dead clients left
             self.plan(spec, emit)
@@ -261,7 +273,7 @@ class AWSDriver:
         zones = ",".join(self.offer.zones[:3]) if self.offer else ""
         return f"{self.config.region} ({zones})" if zones else self.config.region
 
-    def _role_plan(self, spec: Any) -> iam.RolePlan:
+    def _role_plan(self, spec: PoolSpec) -> iam.RolePlan:
         from skyward_aws.volumes import S3Volume, partition, policy_statements
 
         statements: list[dict[str, Any]] = []
@@ -280,7 +292,7 @@ class AWSDriver:
 
     # -- launch --------------------------------------------------------------------------
 
-    def resolver(self, spec: Any) -> EndpointResolver:
+    def resolver(self, spec: PoolSpec) -> EndpointResolver:
         if self._resolver is None:
             if self.config.endpoint_resolver is not None:
                 self._resolver = self.config.endpoint_resolver
@@ -290,7 +302,7 @@ class AWSDriver:
                 self._resolver = PublicAddress()
         return self._resolver
 
-    def bootstrap_context(self, spec: Any, node: _Node, run_dir: str) -> BootstrapContext:
+    def bootstrap_context(self, spec: PoolSpec, node: _Node, run_dir: str) -> BootstrapContext:
         from skyward.bootstrap import client_requirements
 
         core, pinned = client_requirements()
@@ -299,7 +311,7 @@ class AWSDriver:
         region = shlex.quote(self.config.region)
         steps = [("region", f"export AWS_REGION={region} AWS_DEFAULT_REGION={region}")]
         if node.plan.market is Market.SPOT:
-            steps.append(("spot-watch", interruption.bootstrap_step(notices_dir(run_dir, node.index))))
+            steps.append(self.notice_watch_step(notices_dir(run_dir, node.index)))
         return BootstrapContext(
             local=False,
             python_executable=None,
@@ -309,7 +321,7 @@ class AWSDriver:
             home=NODE_HOME,
         )
 
-    def render_user_data(self, spec: Any, user_data: UserDataFactory, node: _Node) -> str | bytes:
+    def render_user_data(self, spec: PoolSpec, user_data: UserDataFactory, node: _Node) -> str | bytes:
         run_dir = node_run_dir(spec.pool_id, node.index)
         context = self.bootstrap_context(spec, node, run_dir)
         script = user_data(
@@ -321,7 +333,7 @@ class AWSDriver:
         )
         return encode_user_data(script)
 
-    def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
         from skyward.events import InstanceLaunching
 
         assert self.offer is not None, "prepare() first"
@@ -336,12 +348,12 @@ class AWSDriver:
                 raise explain(error, f"launching pool {spec.pool_id}") from error
             raise
 
-    def replaces_interrupted(self, spec: Any) -> bool:
+    def replaces_interrupted(self, spec: PoolSpec) -> bool:
         """Whether a reclaimed spot node gets a replacement: under Spot.Always, where the
         pool must run on spot at full size."""
         return isinstance(self.strategy(spec), SpotAlways)
 
-    def replace(self, spec: Any, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
+    def replace(self, spec: PoolSpec, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
         """Start a new instance for node ``handle.node`` (after its spot instance was
         reclaimed), with the same market plan, and return it once its agent listens."""
         plans = plan_markets(self.strategy(spec), spec.nodes)
@@ -353,7 +365,9 @@ class AWSDriver:
             self._terminate(self.instance_ids[before:])
             raise
 
-    def _start(self, spec: Any, nodes: list[_Node], user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+    def _start(
+        self, spec: PoolSpec, nodes: list[_Node], user_data: UserDataFactory, emit: EventSink
+    ) -> list[NodeHandle]:
         from skyward.events import Notice
 
         assert self.offer is not None and self.image is not None and self.network is not None
@@ -465,7 +479,7 @@ class AWSDriver:
             return self.spot_prices[node.zone]
         return self.offer.instance.spot_price if self.offer else None
 
-    def _await_agents(self, spec: Any, nodes: list[_Node]) -> None:
+    def _await_agents(self, spec: PoolSpec, nodes: list[_Node]) -> None:
         """Wait until every agent listens; fail fast when an instance dies meanwhile. The
         pool says BootstrapCompleted once it has the agent's hello (with the steps it took)."""
         waiting = {n.index: n for n in nodes}

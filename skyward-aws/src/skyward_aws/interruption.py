@@ -31,6 +31,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from skyward.agent.notices import NoticeKind  # stdlib-only module, as this one must be
+
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 ENDPOINT_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT"
 TOKEN_PATH = "/latest/api/token"
@@ -63,7 +65,7 @@ def parse_instance_action(body: str) -> InterruptionNotice:
     if action not in ACTIONS or not isinstance(when, str) or not when:
         raise ValueError(f"not a spot instance-action notice: {body!r}")
     return InterruptionNotice(
-        kind="interruption",
+        kind=NoticeKind.INTERRUPTION.value,
         action=action,
         time=when,
         message=f"AWS reclaims this spot instance: it will {action} at {when}",
@@ -76,7 +78,7 @@ def parse_rebalance(body: str) -> InterruptionNotice:
     if not isinstance(when, str) or not when:
         raise ValueError(f"not a rebalance recommendation: {body!r}")
     return InterruptionNotice(
-        kind="rebalance",
+        kind=NoticeKind.REBALANCE.value,
         action="rebalance",
         time=when,
         message=f"AWS recommends moving work off this spot instance (since {when}): interruption risk is high",

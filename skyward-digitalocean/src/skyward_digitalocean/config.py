@@ -12,79 +12,47 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
+from skyward.providers.cloud.settings import CloudSettings, check_urls
 
 TOKEN_ENV = "DIGITALOCEAN_TOKEN"
 DEFAULT_API_URL = "https://api.digitalocean.com"
-# Answers a plain GET with the caller's public IPv4 address and nothing else.
-DEFAULT_ADDRESS_URL = "https://checkip.amazonaws.com"
 
 REGIONS: tuple[str, ...] = ("nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1")
 """The regions the seed API reference lists for ``DigitalOcean(region=...)``."""
 
 
 @dataclass(frozen=True, slots=True)
-class DigitalOcean:
+class DigitalOcean(CloudSettings):
     """Run the pool's nodes as DigitalOcean droplets (GPU droplets for accelerators).
 
     region:            one of :data:`REGIONS`.
-    client_address:    the public IPv4 address the client connects from; the pool's
-                       cloud firewall opens the agent port to this address only. ``None``
-                       asks ``address_url`` once per pool.
     image:             droplet image slug; ``None`` picks Ubuntu for CPU sizes and
                        DigitalOcean's AI/ML-ready GPU image for GPU sizes.
-    agent_port:        the TCP port each node's agent listens on (CURVE-encrypted).
-    grace_period:      seconds a node's agent keeps running without hearing from the
-                       client before it exits.
-    bootstrap_timeout: seconds to wait for every agent to answer once droplets are active.
-    provision_timeout: seconds to wait for every droplet to become active.
-    poll_interval:     seconds between status polls while droplets start.
     api_url:           the API endpoint (plain http is refused except on loopback).
-    address_url:       where ``client_address=None`` is discovered.
-    api_timeout:       seconds one API call may take before it counts as failed.
-    api_retries:       attempts per API call for rate limits (429) and, where repeating is
-                       safe, server errors.
-    api_backoff:       seconds of the first wait between attempts (doubling, at most 30 s)
-                       when the API does not say how long to wait.
-    reap:              on every pool start, delete droplets earlier skyward pools left
-                       behind: powered off, or past their expiry tag (see ``reaper``).
+
+    The rest is every cloud's (``skyward.providers.cloud.CloudSettings``):
+    ``client_address`` (the cloud firewall opens the node ports to it only),
+    ``grace_period``, ``bootstrap_timeout``, ``agent_port``, ``provision_timeout``,
+    ``poll_interval``, ``address_url``, ``api_timeout``, ``api_retries``, ``api_backoff``
+    and ``reap`` (droplets earlier pools left: powered off, or past their expiry tag).
     """
 
     region: str = "nyc1"
-    client_address: str | None = None
     image: str | None = None
-    agent_port: int = DEFAULT_AGENT_PORT
-    grace_period: float = 30.0
-    bootstrap_timeout: float = 900.0
-    provision_timeout: float = 900.0
-    poll_interval: float = 3.0
     api_url: str = DEFAULT_API_URL
-    address_url: str = DEFAULT_ADDRESS_URL
-    api_timeout: float = 60.0
-    api_retries: int = 8
-    api_backoff: float = 0.5
-    reap: bool = True
 
     def __post_init__(self) -> None:
+        CloudSettings.__post_init__(self)
         if self.region not in REGIONS:
             raise ConfigurationError(
                 f"DigitalOcean(region={self.region!r}) is not a known region; use one of: {', '.join(REGIONS)}"
             )
-        if self.client_address is not None:
-            from skyward.providers.cloud.addresses import parse_client_address
-
-            parse_client_address(self.client_address, "DigitalOcean(client_address=...)")
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(
                 f"DigitalOcean(image={self.image!r}) must be an image slug such as 'ubuntu-24-04-x64'"
             )
-        check_port("DigitalOcean", "agent_port", self.agent_port)
-        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
-        check_seconds("DigitalOcean", self, (*seconds, "api_backoff"))
-        check_attempts("DigitalOcean", "api_retries", self.api_retries)
-        check_urls("DigitalOcean", self, ("api_url", "address_url"))
+        check_urls("DigitalOcean", self, ("api_url",))
 
 
 def token_from_env() -> str:

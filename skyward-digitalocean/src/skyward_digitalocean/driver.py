@@ -1,28 +1,28 @@
-"""The DigitalOcean provider driver: droplets in, droplets out.
+"""The DigitalOcean provider driver: DigitalOcean's verbs on the core's cloud template.
 
-``prepare`` reaps what earlier pools left behind, picks the smallest size that fits,
-finds the client's address and makes the pool's shared pieces: its tag, a cloud firewall
-(agent port from the client's address only, everything between the pool's own droplets,
-all outbound) and a throwaway SSH key. ``launch`` creates one droplet per node with that
-node's user-data and tags, and waits until each is active with a public address.
-``terminate`` deletes the droplets (a powered-off droplet still bills) and ``teardown``
-sweeps by tag and removes the firewall, key and tag.
+The template (``skyward.providers.cloud.CloudProvider``) does the orchestration; this
+supplies: reaping earlier pools' droplets, the smallest size that fits (``choose_offer``),
+the pool's shared pieces (its tag, a cloud firewall admitting the node ports from the
+client's address only and everything between the pool's own droplets, a throwaway SSH
+key), creating one droplet, describing droplets by the pool's tag, deleting them (a
+powered-off droplet still bills). DigitalOcean has no spot market and mounts no volumes:
+the pool's common rules handle ``spot=`` and ``volume=``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from skyward.agent.config import node_ports
+from skyward.api.spec import PoolSpec
 from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.providers.cloud.addresses import client_address, firewall_source
-from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
-from skyward.providers.cloud.naming import expiry
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
+from skyward.providers.cloud.sshkey import throwaway_public_key
+from skyward.providers.cloud.template import CloudProvider, Instance, InstanceState, Labels, NodeRequest, Offer
+from skyward.providers.protocol import EventSink
+from skyward.spot import Market, NodePlan
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.config import REGIONS, DigitalOcean, token_from_env
 from skyward_digitalocean.naming import (
@@ -33,7 +33,6 @@ from skyward_digitalocean.naming import (
     run_dir,
 )
 from skyward_digitalocean.offers import DropletSize, capacity_hint, image_for, parse_sizes
-from skyward_digitalocean.sshkey import throwaway_public_key
 
 PROVIDER = "digitalocean"
 USER_DATA_LIMIT = 64 * 1024  # bytes; DigitalOcean refuses larger user-data
@@ -70,8 +69,10 @@ def explain_create_error(
     return exc
 
 
-class DigitalOceanDriver:
+class DigitalOceanDriver(CloudProvider[DigitalOcean]):
     name = PROVIDER
+    instance_noun = "droplet"
+    running_word = "active"
 
     def __init__(
         self,
@@ -80,37 +81,16 @@ class DigitalOceanDriver:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.config = config
-        self._clock = clock
-        self._sleep = sleep
+        super().__init__(config, clock=clock, sleep=sleep)
         self._api: DigitalOceanAPI | None = None
         self._size: DropletSize | None = None
         self._tag: str | None = None
         self._firewall_id: str | None = None
         self._key_id: int | None = None
-        self._droplets: dict[int, str] = {}  # id -> name, everything this driver created
-        self._deleted: set[int] = set()
-        self._creating = False  # a create was sent: teardown must sweep for lost answers
         self.reaped: Any = None
 
-    # -- construction-time checks -------------------------------------------------------
-
-    def validate(self, spec: Any) -> None:
-        from skyward.spot import SpotAlways, SpotPercent
-
+    def validate(self, spec: PoolSpec) -> None:
         token_from_env()
-        if isinstance(spec.spot, SpotAlways | SpotPercent):
-            raise ConfigurationError(
-                f"spot={spec.spot!r} cannot be met on DigitalOcean: it has no spot market. "
-                "Use spot='never' (or leave it unset), or spot='if-available' to run on-demand"
-            )
-        if spec.volumes:
-            raise ConfigurationError(
-                "volume=... is not supported by the DigitalOcean provider: it mounts no volumes. "
-                "Copy data in from your task, or use a provider that mounts it (AWS with S3Volume)"
-            )
-
-    # -- prepare ------------------------------------------------------------------------
 
     @property
     def api(self) -> DigitalOceanAPI:
@@ -122,39 +102,35 @@ class DigitalOceanDriver:
             )
         return self._api
 
-    def prepare(self, spec: Any, emit: EventSink) -> str:
-        from skyward.api.pool import NODE_TTL_MARGIN
+    # -- prepare ------------------------------------------------------------------------
+
+    def reap(self, spec: PoolSpec, emit: EventSink) -> None:
         from skyward.events import Notice
-        from skyward.spot import SpotIfAvailable
+        from skyward_digitalocean.reaper import reap_with
 
-        config = self.config
-        if isinstance(spec.spot, SpotIfAvailable):
-            emit(Notice(message="spot='if-available': DigitalOcean has no spot market, so this pool runs on-demand"))
-        if config.reap:
-            from skyward_digitalocean.reaper import reap_with
+        try:
+            self.reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
+        except DigitalOceanAPIError as exc:  # a safety net, not a precondition of this pool
+            emit(Notice(message=f"could not look for droplets earlier pools left behind: {exc}"))
+            self.reaped = None
+            return
+        for droplet_id, name, reason in self.reaped.droplets:
+            emit(Notice(message=f"deleted droplet {name} ({droplet_id}) left by an earlier pool: {reason}"))
+        for failure in self.reaped.failures:
+            emit(Notice(message=f"could not delete a leftover of an earlier pool: {failure}"))
 
-            try:
-                self.reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
-            except DigitalOceanAPIError as exc:  # a safety net, not a precondition of this pool
-                emit(Notice(message=f"could not look for droplets earlier pools left behind: {exc}"))
-                self.reaped = None
-        if self.reaped is not None:
-            for droplet_id, name, reason in self.reaped.droplets:
-                emit(Notice(message=f"deleted droplet {name} ({droplet_id}) left by an earlier pool: {reason}"))
-            for failure in self.reaped.failures:
-                emit(Notice(message=f"could not delete a leftover of an earlier pool: {failure}"))
-        self._size = self.choose_size(spec)
-        address = client_address(config.client_address, config.address_url, config.api_timeout, "DigitalOcean")
-        expires = expiry(self._clock(), spec.timeout, config.bootstrap_timeout, NODE_TTL_MARGIN)
-        self._tag = pool_tag(spec.pool_id, expires)
-        name = resource_name(spec.pool_id, expires)
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+        self._size = size = self.choose_size(spec)
+        return Offer(instance_type=size.slug, region=self.config.region, price_on_demand=size.instance.on_demand_price)
+
+    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: EventSink) -> None:
+        self._tag = pool_tag(spec.pool_id, labels.expires)
+        name = resource_name(spec.pool_id, labels.expires)
         self.api.create_tag(self._tag)  # the firewall names it; "skyward" itself comes with the first droplet
-        ports = node_ports(config.agent_port, spec.workers_per_node)
-        firewall = self.api.create_firewall(self.firewall_body(name, self._tag, firewall_source(address), ports))
+        firewall = self.api.create_firewall(self.firewall_body(name, self._tag, labels.client_cidr, labels.ports))
         self._firewall_id = str(firewall["id"])
         key = self.api.create_ssh_key(name, throwaway_public_key(name))
         self._key_id = int(key["id"])
-        return config.region
 
     def firewall_body(self, name: str, tag: str, client_cidr: str, ports: tuple[int, int]) -> dict[str, Any]:
         """Inbound: the node's ports (agent, then one per worker) from the client only, and anything between the pool's
@@ -177,7 +153,7 @@ class DigitalOceanDriver:
             "tags": [tag],
         }
 
-    def choose_size(self, spec: Any) -> DropletSize:
+    def choose_size(self, spec: PoolSpec) -> DropletSize:
         """The smallest size that fits the request, if the configured region offers it.
 
         The size is chosen from everything DigitalOcean sells, then checked against the
@@ -210,38 +186,32 @@ class DigitalOceanDriver:
             f"{', '.join(regions)}. Use DigitalOcean(region=...){bigger}"
         )
 
-    # -- launch -------------------------------------------------------------------------
+    # -- the verbs ------------------------------------------------------------------------
 
-    def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        from skyward.events import InstanceLaunching
+    def instance_name(self, spec: PoolSpec, node: int) -> str:
+        return droplet_name(spec.pool_id, node)
 
-        size, tag = self._size, self._tag
-        assert size is not None and tag is not None, "prepare() first"
-        emit(InstanceLaunching(count=spec.nodes, instance_type=size.slug, provider=PROVIDER))
-        context = cloud_bootstrap_context()
-        bind = f"tcp://0.0.0.0:{self.config.agent_port}"
-        scripts: list[tuple[str, str]] = []
-        for node in range(spec.nodes):
-            name = droplet_name(spec.pool_id, node)
-            script = user_data(node, bind, context, run_dir=run_dir(spec.pool_id), instance_id=name)
-            if len(script.encode()) > USER_DATA_LIMIT:
-                raise ProvisioningError(
-                    f"node {node}'s bootstrap script is {len(script.encode())} bytes; DigitalOcean accepts at most "
-                    f"{USER_DATA_LIMIT} bytes of user-data (fewer Image(pip=/apt=/env=) entries make it shorter)"
-                )
-            scripts.append((name, script))
-        try:
-            for name, script in scripts:
-                self._creating = True
-                try:
-                    droplet = self.api.create_droplet(self.droplet_body(name, size, tag, script))
-                except DigitalOceanAPIError as exc:
-                    raise explain_create_error(exc, size, self.config.region, len(self._droplets), spec.nodes) from exc
-                self._droplets[int(droplet["id"])] = name
-            return self._wait_active(spec, size, emit)
-        except BaseException:
-            self._delete_created()
-            raise
+    def run_dir(self, spec: PoolSpec, node: int) -> str:
+        return run_dir(spec.pool_id)
+
+    def finish_script(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
+        size = len(request.script.encode())
+        if size > USER_DATA_LIMIT:
+            raise ProvisioningError(
+                f"node {request.node}'s bootstrap script is {size} bytes; DigitalOcean accepts at most "
+                f"{USER_DATA_LIMIT} bytes of user-data (fewer Image(pip=/apt=/env=) entries make it shorter)"
+            )
+        return request.script
+
+    def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
+        assert self._size is not None and self._tag is not None, "prepare() first"
+        droplet = self.api.create_droplet(self.droplet_body(request.name, self._size, self._tag, request.script))
+        return str(droplet["id"])
+
+    def explain_create_failure(self, error: Exception, market: Market, created: int, total: int) -> Exception:
+        if isinstance(error, DigitalOceanAPIError) and self._size is not None:
+            return explain_create_error(error, self._size, self.config.region, created, total)
+        return super().explain_create_failure(error, market, created, total)
 
     def droplet_body(self, name: str, size: DropletSize, tag: str, script: str) -> dict[str, Any]:
         return {
@@ -257,107 +227,41 @@ class DigitalOceanDriver:
             "backups": False,
         }
 
-    def _wait_active(self, spec: Any, size: DropletSize, emit: EventSink) -> list[NodeHandle]:
-        from skyward.events import BootstrapStarting, InstanceProvisioned
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        """One listing by the pool's tag; a droplet not (yet) in it is asked for by id."""
+        listed = {str(d["id"]): d for d in self.api.droplets_tagged(self._tag)} if self._tag else {}
+        found: dict[str, Instance] = {}
+        for droplet_id in instance_ids:
+            droplet = listed.get(droplet_id) or self.api.droplet(int(droplet_id))
+            if droplet is None:
+                continue
+            status = str(droplet.get("status"))
+            public, private = _addresses(droplet)
+            state = _STATES.get(status, InstanceState.PENDING)
+            found[droplet_id] = Instance(droplet_id, state, ip=public, private_ip=private, status=status)
+        return found
 
-        ids = list(self._droplets)
-        node_of = {droplet_id: index for index, droplet_id in enumerate(ids)}
-        handles: dict[int, NodeHandle] = {}
-        deadline = self._clock() + self.config.provision_timeout
-        assert self._tag is not None
-        while len(handles) < len(ids):
-            listed = {int(d["id"]): d for d in self.api.droplets_tagged(self._tag)}
-            for droplet_id in ids:
-                if droplet_id in handles:
-                    continue
-                droplet = listed.get(droplet_id) or self.api.droplet(droplet_id)
-                name = self._droplets[droplet_id]
-                if droplet is None:
-                    raise ProvisioningError(f"droplet {name} ({droplet_id}) disappeared while it was starting")
-                status = str(droplet.get("status"))
-                if status in ("off", "archive"):
-                    raise ProvisioningError(f"droplet {name} ({droplet_id}) is {status!r} instead of starting")
-                public, private = _addresses(droplet)
-                if status != "active" or public is None:
-                    continue
-                node = node_of[droplet_id]
-                handles[droplet_id] = NodeHandle(
-                    node=node,
-                    instance_id=str(droplet_id),
-                    endpoint=f"tcp://{public}:{self.config.agent_port}",
-                    instance_type=size.slug,
-                    spot=False,
-                    ip=public,
-                    private_ip=private or public,
-                    price_on_demand=size.instance.on_demand_price,
-                    price_spot=None,
-                    extra=(("name", name), ("region", self.config.region)),
-                )
-                emit(
-                    InstanceProvisioned(
-                        instance_id=str(droplet_id), node=node, spot=False, provider=PROVIDER, ip=public,
-                        instance_type=size.slug, price_on_demand=size.instance.on_demand_price, price_spot=None,
-                    )
-                )  # fmt: skip
-                emit(BootstrapStarting(instance_id=str(droplet_id)))
-            if len(handles) == len(ids):
-                break
-            if self._clock() > deadline:
-                waiting = [self._droplets[i] for i in ids if i not in handles]
-                raise ProvisioningError(
-                    f"droplets {', '.join(waiting)} were not active within provision_timeout="
-                    f"{self.config.provision_timeout:g} s; raise DigitalOcean(provision_timeout=...) or try another "
-                    "region"
-                )
-            self._sleep(self.config.poll_interval)
-        return sorted(handles.values(), key=lambda h: h.node)
-
-    # -- the end ------------------------------------------------------------------------
-
-    def _delete_created(self) -> list[str]:
-        """Delete every droplet this driver created; returns what could not be deleted."""
+    def delete(self, instance_ids: Sequence[str]) -> None:
         failures = []
-        for droplet_id, name in list(self._droplets.items()):
-            if droplet_id in self._deleted:
-                continue
+        for droplet_id in instance_ids:
             try:
-                self.api.delete_droplet(droplet_id)
+                self.api.delete_droplet(int(droplet_id))
             except DigitalOceanAPIError as exc:
-                failures.append(f"{name} ({droplet_id}): {exc}")
-                continue
-            self._deleted.add(droplet_id)
-        return failures
-
-    def terminate(self, nodes: Sequence[NodeHandle]) -> None:
-        """Delete (not power off) every droplet of the pool."""
-        if self._api is None:
-            return
-        for node in nodes:
-            if node.instance_id.isdigit():
-                self._droplets.setdefault(int(node.instance_id), node.instance_id)
-        failures = self._delete_created()
+                failures.append(f"{droplet_id}: {exc}")
         if failures:
-            raise ProvisioningError(
-                "could not delete these droplets, which bill until deleted: "
-                + "; ".join(failures)
-                + f". Delete them with: doctl compute droplet delete --tag-name {self._tag}"
-            )
+            raise ProvisioningError("; ".join(failures))
 
-    def teardown(self) -> None:
-        """Sweep droplets by the pool's tag (a create whose response was lost may have
-        made one), then remove the firewall, the SSH key and the tag."""
+    def listed(self) -> list[str]:
+        return [str(d["id"]) for d in self.api.droplets_tagged(self._tag)] if self._tag else []
+
+    def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
+        return f"Delete them with: doctl compute droplet delete --tag-name {self._tag}"
+
+    def delete_infrastructure(self) -> list[str]:
+        """The firewall, the SSH key and the tag."""
         if self._api is None:
-            return
+            return []
         failures: list[str] = []
-        if self._tag is not None and self._creating:
-            try:
-                for droplet in self.api.droplets_tagged(self._tag):
-                    droplet_id = int(droplet["id"])
-                    self._droplets.setdefault(droplet_id, str(droplet.get("name", droplet_id)))
-                    self._deleted.discard(droplet_id)  # still listed: delete it (again)
-                failures += self._delete_created()
-            except DigitalOceanAPIError as exc:
-                failures.append(f"listing droplets tagged {self._tag}: {exc}")
         steps: list[tuple[str, Callable[[], None]]] = []
         if self._firewall_id is not None:
             firewall_id = self._firewall_id
@@ -374,8 +278,15 @@ class DigitalOceanDriver:
             except DigitalOceanAPIError as exc:
                 failures.append(f"{what}: {exc}")
         self._firewall_id = self._key_id = None
-        if failures:
-            raise ProvisioningError("DigitalOcean teardown left things behind: " + "; ".join(failures))
+        return failures
+
+
+_STATES = {
+    "new": InstanceState.PENDING,
+    "active": InstanceState.RUNNING,
+    "off": InstanceState.STOPPED,
+    "archive": InstanceState.STOPPED,
+}
 
 
 def _addresses(droplet: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -12,72 +12,47 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
+from skyward.providers.cloud.settings import CloudSettings, check_urls
 
 CLIENT_ID_ENV = "VERDA_CLIENT_ID"
 CLIENT_SECRET_ENV = "VERDA_CLIENT_SECRET"
 DEFAULT_API_URL = "https://api.verda.com/v1"
-DEFAULT_ADDRESS_URL = "https://checkip.amazonaws.com"
 
 
 @dataclass(frozen=True, slots=True)
-class Verda:
+class Verda(CloudSettings):
     """Run the pool's nodes as Verda instances.
 
     region:            a location code (``"FIN-01"``); ``None`` picks, at pool start, a
                        location that has capacity for the chosen instance type.
-    client_address:    the public IPv4 address the client connects from; each node's
-                       host firewall admits the agent port from this address only
-                       (Verda's API has no cloud firewall). ``None``: discovered once per
-                       pool from ``address_url``.
     image:             OS image type; ``None`` takes the API's default image.
     ssh_key_ids:       SSH keys of yours to put on the nodes; empty: a throwaway key
                        (the deploy call requires one) whose private half is discarded.
-    agent_port:        the TCP port each node's agent listens on (CURVE-encrypted).
-    grace_period:      seconds an agent keeps running without hearing from the client.
-    bootstrap_timeout: seconds to wait for every agent to answer once instances run.
-    provision_timeout: seconds to wait for every instance to be running.
-    poll_interval:     seconds between status polls while instances start.
     api_url:           the API endpoint, including ``/v1`` (plain http is refused except
                        on loopback).
-    address_url:       where ``client_address=None`` is discovered.
-    api_timeout:       seconds one API call may take before it counts as failed.
-    api_retries:       attempts per API call for rate limits (429) and, where repeating is
-                       safe, server errors.
-    api_backoff:       seconds of the first wait between attempts (doubling, at most 30 s)
-                       when the API does not say how long to wait.
-    reap:              on every pool start, delete instances earlier skyward pools left
-                       behind: shut down, or past their expiry (see ``reaper``).
+
+    The rest is every cloud's (``skyward.providers.cloud.CloudSettings``):
+    ``client_address`` (each node's host firewall admits the node ports from it only:
+    Verda's API has no cloud firewall), ``grace_period``, ``bootstrap_timeout``,
+    ``agent_port``, ``provision_timeout``, ``poll_interval`` (also how often spot nodes are
+    checked for a reclaim), ``address_url``, ``api_timeout``, ``api_retries``,
+    ``api_backoff`` and ``reap`` (instances earlier pools left: shut down, or past their
+    expiry).
     """
 
     region: str | None = None
-    client_address: str | None = None
     image: str | None = None
     ssh_key_ids: Sequence[str] = ()
-    agent_port: int = DEFAULT_AGENT_PORT
-    grace_period: float = 30.0
-    bootstrap_timeout: float = 900.0
-    provision_timeout: float = 900.0
-    poll_interval: float = 3.0
     api_url: str = DEFAULT_API_URL
-    address_url: str = DEFAULT_ADDRESS_URL
-    api_timeout: float = 60.0
-    api_retries: int = 8
-    api_backoff: float = 0.5
-    reap: bool = True
 
     def __post_init__(self) -> None:
+        CloudSettings.__post_init__(self)
         if self.region is not None and (not isinstance(self.region, str) or not self.region.strip()):
             raise ConfigurationError(
                 f"Verda(region={self.region!r}) must be a location code such as 'FIN-01', "
                 "or None to pick a location with capacity"
             )
-        if self.client_address is not None:
-            from skyward.providers.cloud.addresses import parse_client_address
-
-            parse_client_address(self.client_address, "Verda(client_address=...)")
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(
                 f"Verda(image={self.image!r}) must be an image type such as 'ubuntu-24.04-cuda-12.8'"
@@ -87,13 +62,7 @@ class Verda:
         object.__setattr__(self, "ssh_key_ids", tuple(self.ssh_key_ids))
         if not all(isinstance(k, str) and k for k in self.ssh_key_ids):
             raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) must be non-empty strings")
-        check_port("Verda", "agent_port", self.agent_port)
-        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
-        check_seconds("Verda", self, seconds)  # api_backoff may be 0: below
-        if isinstance(self.api_backoff, bool) or not isinstance(self.api_backoff, int | float) or self.api_backoff < 0:
-            raise ConfigurationError(f"Verda(api_backoff={self.api_backoff!r}) must be a number of seconds >= 0")
-        check_attempts("Verda", "api_retries", self.api_retries)
-        check_urls("Verda", self, ("api_url", "address_url"))
+        check_urls("Verda", self, ("api_url",))
 
 
 def credentials_from_env() -> tuple[str, str]:

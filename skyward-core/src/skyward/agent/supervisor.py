@@ -24,6 +24,7 @@ import zmq
 import skyward
 from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
 from skyward.agent.metrics import MetricsSampler
+from skyward.agent.notices import notices_dir
 from skyward.agent.processes import WorkerProcess, describe_exit
 from skyward.transport import security, wire
 
@@ -60,7 +61,7 @@ class Supervisor:
         self.sampler = MetricsSampler() if config.metrics_interval > 0 else None
         # Other processes on the node (a cloud's spot-interruption watcher) drop notices
         # here, one JSON object per file; the agent forwards them to the pool.
-        self.notices = Path(config.run_dir) / f"notices-{config.node}"
+        self.notices = Path(notices_dir(config.run_dir, config.node))
         self.last_notice_scan = 0.0
 
     # -- workers ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from skyward.agent.config import AgentConfig
+from skyward.agent.notices import NoticeKind
 from skyward.api.compute import PendingBatch, PendingCompute
 from skyward.api.progress import Progress
 from skyward.api.spec import PoolSpec, build_spec
@@ -33,7 +34,17 @@ from skyward.errors import (
 from skyward.image import CLIENT_PYTHON, BootstrapContext, Image
 from skyward.plugins.contributions import BootstrapStep
 from skyward.plugins.registry import registry
-from skyward.providers.protocol import NodeHandle, ProviderDriver
+from skyward.providers import rules
+from skyward.providers.protocol import (
+    FollowsBootstrap,
+    NodeHandle,
+    ProviderDriver,
+    ReclaimWatch,
+    SpotMarket,
+    SpotReplacement,
+    VolumeMounts,
+)
+from skyward.providers.settings import NODE_TTL_MARGIN, settings_of
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
 from skyward.transport.results import ResultDecoder
@@ -42,7 +53,6 @@ from skyward.transport.security import CurveKeys
 
 T = TypeVar("T")
 
-NODE_TTL_MARGIN = 60.0  # a node outlives its pool's timeout by at most this, plus shutdown
 COST_UPDATE_INTERVAL = 10.0
 
 
@@ -118,6 +128,8 @@ class ComputePool:
         plugin = registry.provider_for(provider)
         self.provider_name = plugin.name
         self._driver: ProviderDriver = plugin.create_driver(provider)
+        self._settings = settings_of(provider)
+        self._spot_notice = self._check_common_rules()
         self._driver.validate(self.spec)
         self._plugin_steps = _plugin_steps(self.spec.image)  # once, and before anything starts
         self._display = create_display(self.spec.display)
@@ -138,7 +150,8 @@ class ComputePool:
         self._progress = Progress(self._emit_progress)
         self._stopped = threading.Event()  # set when a shutdown (whoever started it) has finished
         self._owner_pid = os.getpid()
-        self._bootstrapped: set[str] = set()
+        self._reclaim_thread: threading.Thread | None = None
+        self._interrupted: set[str] = set()  # instance ids that took the interruption path
 
     # -- events -----------------------------------------------------------------------
 
@@ -148,12 +161,20 @@ class ComputePool:
         else:
             self._bus.emit(event)
 
-    def _emit_from_driver(self, event: Any) -> None:
-        from skyward.events import BootstrapCompleted
-
-        if isinstance(event, BootstrapCompleted):
-            self._bootstrapped.add(event.instance_id)
-        self.emit(event)
+    def _check_common_rules(self) -> str | None:
+        """The rules every provider shares (skyward.providers.rules); returns the Notice
+        a pool that runs on-demand instead of spot says when it opens."""
+        driver, spec = self._driver, self.spec
+        rules.unmounted_volumes(self.provider_name, spec.volumes, isinstance(driver, VolumeMounts))
+        if isinstance(driver, VolumeMounts):
+            for volume in spec.volumes:
+                if not driver.mounts(volume):
+                    raise ConfigurationError(
+                        f"ComputePool(volume=...): the {self.provider_name} provider cannot mount {volume!r}"
+                    )
+        if isinstance(driver, SpotMarket):
+            return None
+        return rules.spot_without_market(self.provider_name, spec.spot)
 
     def on(self, event_type: Any, handler: Callable[[Any], Any]) -> Callable[[], None]:
         """Call ``handler`` for every event of ``event_type`` (a type, tuple or union).
@@ -182,7 +203,7 @@ class ComputePool:
         self.close()
 
     def open(self) -> None:
-        from skyward.events import InfraCreated, InfraCreating, PoolStarted
+        from skyward.events import InfraCreated, InfraCreating, Notice, PoolStarted
 
         with self._state_lock:
             if self._state != "new":
@@ -191,9 +212,11 @@ class ComputePool:
         self._pump = _EventPump(self._bus.emit)
         try:
             self.emit(InfraCreating())
-            region = self._driver.prepare(self.spec, self._emit_from_driver)
+            if self._spot_notice is not None:
+                self.emit(Notice(message=self._spot_notice))
+            region = self._driver.prepare(self.spec, self.emit)
             self.emit(InfraCreated(region=region))
-            self._nodes = self._driver.launch(self.spec, self._user_data, self._emit_from_driver)
+            self._nodes = self._driver.launch(self.spec, self._user_data, self.emit)
             infos = self._connect()
             for handle, info in zip(self._nodes, infos, strict=True):
                 self._report_bootstrap(handle, info)
@@ -209,6 +232,11 @@ class ComputePool:
         self.emit(PoolStarted())
         self._cost_thread = threading.Thread(target=self._cost_ticker, name="skyward-cost", daemon=True)
         self._cost_thread.start()
+        if isinstance(self._driver, ReclaimWatch) and any(n.spot for n in self._nodes):
+            self._reclaim_thread = threading.Thread(
+                target=self._watch_reclaims, args=(self._driver,), name="skyward-reclaims", daemon=True
+            )
+            self._reclaim_thread.start()
 
     def _user_data(
         self,
@@ -221,7 +249,7 @@ class ComputePool:
         instance_id: str = "",
     ) -> str:
         spec = self.spec
-        grace = float(getattr(spec.provider, "grace_period", 30.0))
+        grace = float(self._settings.grace_period)
         # A cloud node partitions its own GPUs; a driver that maps devices itself (Local,
         # or a provider whose machines come partitioned) passes visible_devices instead.
         mig = spec.accelerator is not None and bool(spec.accelerator.mig) and not visible_devices
@@ -264,14 +292,14 @@ class ComputePool:
         return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
 
     def _report_bootstrap(self, handle: NodeHandle, info: dict[str, Any]) -> None:
-        """BootstrapProgress for each step, then BootstrapCompleted, for a node whose driver
-        could not follow its bootstrap: a cloud node's stdout cannot be read while it boots,
-        so its agent's hello lists the steps it went through."""
+        """BootstrapCompleted for a node whose agent answered: said here, and only here,
+        for every provider. Before it, BootstrapProgress for each step its agent's hello
+        lists, unless the driver followed the bootstrap live (FollowsBootstrap: Local reads
+        its nodes' stdout); a cloud node's stdout cannot be read while it boots."""
         from skyward.events import BootstrapCompleted, BootstrapProgress
 
-        if handle.instance_id in self._bootstrapped:  # the driver followed it (Local)
-            return
-        for step in info.get("bootstrap_steps", []):
+        followed = isinstance(self._driver, FollowsBootstrap)
+        for step in [] if followed else info.get("bootstrap_steps", []):
             self.emit(BootstrapProgress(instance_id=handle.instance_id, step=step))
         self.emit(BootstrapCompleted(instance_id=handle.instance_id))
 
@@ -287,8 +315,7 @@ class ComputePool:
             rerun_interrupted=any(n.spot for n in self._nodes),
             decoder=self._decoder,
         )
-        timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
-        infos = self._client.connect(timeout=timeout)
+        infos = self._client.connect(timeout=float(self._settings.bootstrap_timeout))
         for node, info in zip(self._nodes, infos, strict=True):
             problem = version_mismatch(node.node, info, CLIENT_PYTHON, cloudpickle.__version__)
             if problem is not None:
@@ -316,33 +343,66 @@ class ComputePool:
         elif kind == wire.NOTICE:
             if payload.get("kind") == "worker-ready":
                 self.emit(Notice(message=f"node {node}: worker {payload['worker']} restarted and ready"))
-            elif payload.get("kind") == "interruption":
+            elif payload.get("kind") == NoticeKind.INTERRUPTION:
                 self._on_interruption(node, handle, str(payload.get("message")))
-            elif payload.get("kind") == "rebalance":
+            elif payload.get("kind") == NoticeKind.REBALANCE:
                 self.emit(Notice(message=f"node {node} ({handle.instance_id}): {payload.get('message')}"))
             else:
                 self.emit(Error(message=str(payload.get("message")), instance_id=handle.instance_id))
 
     def _on_interruption(self, node: int, handle: NodeHandle, reason: str) -> None:
         """A spot node got its notice: tell the user, move its work to the other nodes,
-        and, where the provider's strategy says so (Spot.Always), start a replacement."""
+        and, where the provider's strategy says so (Spot.Always), start a replacement.
+        Once per instance: a provider with both a notice and a reclaim watch (or a notice
+        file seen twice) does not start two replacements."""
         from skyward.events import InstanceInterrupted
 
+        with self._state_lock:
+            if handle.instance_id in self._interrupted:
+                return
+            self._interrupted.add(handle.instance_id)
         self.emit(InstanceInterrupted(instance_id=handle.instance_id, node=node, reason=reason))
         if self._client is not None:
             self._client.drain_node(node)
-        replaces = getattr(self._driver, "replaces_interrupted", None)
-        if replaces is not None and replaces(self.spec):
+        driver = self._driver
+        if isinstance(driver, SpotReplacement) and driver.replaces_interrupted(self.spec):
             threading.Thread(
-                target=self._replace_node, args=(node, handle), name=f"skyward-replace-{node}", daemon=True
+                target=self._replace_node, args=(driver, node, handle), name=f"skyward-replace-{node}", daemon=True
             ).start()
 
-    def _replace_node(self, node: int, handle: NodeHandle) -> None:
+    def _watch_reclaims(self, driver: ReclaimWatch) -> None:
+        """For a provider that gives no advance notice: every ``reclaim_poll_interval``
+        seconds, ask which spot nodes it took away and take the interruption path for each
+        (once per instance). The agent's silence alone is not proof (a network blip looks
+        the same), so the provider's own word decides."""
+        from skyward.events import Notice
+
+        seen: set[str] = set()
+        while self._state == "active":
+            deadline = time.monotonic() + driver.reclaim_poll_interval
+            while self._state == "active" and time.monotonic() < deadline:
+                time.sleep(min(0.2, driver.reclaim_poll_interval))
+            if self._state != "active":
+                return
+            watched = [n for n in self._nodes if n.spot and n.instance_id not in seen]
+            if not watched:
+                continue
+            try:
+                gone = driver.reclaimed(watched)
+            except Exception as error:  # the next poll tries again
+                self.emit(Notice(message=f"could not check whether spot nodes were reclaimed: {error}"))
+                continue
+            for handle in watched:
+                if handle.instance_id in gone:
+                    seen.add(handle.instance_id)
+                    self._on_interruption(handle.node, handle, gone[handle.instance_id])
+
+    def _replace_node(self, driver: SpotReplacement, node: int, handle: NodeHandle) -> None:
         from skyward.events import Error, Notice
 
         try:
-            new = self._driver.replace(self.spec, handle, self._user_data, self.emit)  # type: ignore[attr-defined]
-            timeout = float(getattr(self.spec.provider, "bootstrap_timeout", 600.0))
+            new = driver.replace(self.spec, handle, self._user_data, self.emit)
+            timeout = float(self._settings.bootstrap_timeout)
             if self._client is None or self._state != "active":
                 return
             info = self._client.replace_node(node, new.endpoint, self._cluster, timeout)

@@ -9,23 +9,27 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skyward.errors import ConfigurationError
 from skyward.image import Image
 
+if TYPE_CHECKING:
+    from skyward.accelerators.spec import Accelerator
+    from skyward.spot import SpotStrategy
+
 
 @dataclass(frozen=True, slots=True)
 class PoolSpec:
-    provider: Any
+    provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
     image: Image
     nodes: int = 1
     machine: str | None = None
-    accelerator: Any = None  # skyward.accelerators.Accelerator
+    accelerator: Accelerator | None = None
     cpu: int | None = None
     memory_mb: int | None = None
-    volumes: tuple[Any, ...] = ()
-    spot: Any = None  # skyward.spot.SpotStrategy, None = the provider's default
+    volumes: tuple[object, ...] = ()
+    spot: SpotStrategy | None = None  # None: the provider's default
     timeout: float = 3600.0
     concurrency: int = 1
     display: str = "log"
@@ -49,7 +53,7 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-def _volumes(volume: Sequence[Any] | None) -> tuple[Any, ...]:
+def _volumes(volume: Sequence[Any] | None) -> tuple[object, ...]:
     """Each volume must be of a type some plugin mounts (skyward_volumes hook)."""
     if volume is None:
         return ()

@@ -7,7 +7,7 @@ entry-point group or an explicit ``register`` call.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from skyward.plugins.contributions import (
     VolumePlugin,
 )
 
+BUILTIN = "skyward.builtin"  # the core's own plugin's registered name
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
 
@@ -51,6 +52,33 @@ def missing_plugin_error(name: str, where: str = "skyward") -> AttributeError:
     )
 
 
+def distribution_of(pm: pluggy.PluginManager, plugin: object) -> str:
+    """The distribution (``name version``) that installed ``plugin``, or its registered
+    name when it came from a ``register`` call rather than an entry point."""
+    for registered, dist in pm.list_plugin_distinfo():
+        if registered is plugin:
+            return f"{dist.project_name} {dist.version}"
+    name = pm.get_name(plugin)
+    if name == BUILTIN:
+        import importlib.metadata
+
+        return f"skyward-core {importlib.metadata.version('skyward-core')}"
+    return f"the plugin registered as {name!r}"
+
+
+def check_hooks(pm: pluggy.PluginManager) -> None:
+    """Every hook implementation must match a hook specification: a misspelled hook
+    (``skyward_provider`` for ``skyward_providers``) would otherwise be silently never
+    called. Raises ConfigurationError naming the hook and the distribution."""
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as error:
+        known = ", ".join(sorted(name for name in vars(pm.hook) if not name.startswith("_")))
+        raise ConfigurationError(
+            f"{distribution_of(pm, error.plugin)}: {error}; skyward's hooks are: {known}"
+        ) from error
+
+
 def get_plugin_manager() -> pluggy.PluginManager:
     global _manager
     with _lock:
@@ -59,8 +87,9 @@ def get_plugin_manager() -> pluggy.PluginManager:
             pm.add_hookspecs(hookspecs)
             from skyward.plugins import builtin
 
-            pm.register(builtin, name="skyward.builtin")
+            pm.register(builtin, name=BUILTIN)
             pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+            check_hooks(pm)
             _manager = pm
         return _manager
 
@@ -76,8 +105,15 @@ class Registry:
         return get_plugin_manager()
 
     def register(self, plugin: object, name: str | None = None) -> None:
-        """Register a plugin object at run time (tests, notebooks)."""
-        self.pm.register(plugin, name=name)
+        """Register a plugin object at run time (tests, notebooks); a hook it implements
+        that no specification names is refused (and the plugin not kept)."""
+        pm = self.pm
+        pm.register(plugin, name=name)
+        try:
+            check_hooks(pm)
+        except ConfigurationError:
+            pm.unregister(plugin)
+            raise
         self.invalidate()
 
     def unregister(self, plugin: object) -> None:
@@ -94,7 +130,30 @@ class Registry:
         return list(self._cache[hook])
 
     def providers(self) -> list[ProviderPlugin]:
-        return self._flat("skyward_providers")
+        """Every provider; two plugins that register the same provider name are refused,
+        naming both distributions (which of them would win is not knowable to the user)."""
+        if "skyward_providers" not in self._cache:
+            pm = self.pm
+            owners: dict[str, object] = {}
+            merged: list[ProviderPlugin] = []
+            for impl in reversed(pm.hook.skyward_providers.get_hookimpls()):  # registration order
+                contributed = impl.function()
+                if not isinstance(contributed, Sequence) or not all(isinstance(p, ProviderPlugin) for p in contributed):
+                    raise ConfigurationError(
+                        f"{distribution_of(pm, impl.plugin)}: skyward_providers must return a list of ProviderPlugin, "
+                        f"got {contributed!r}"
+                    )
+                for provider in contributed:
+                    if provider.name in owners:
+                        first, second = distribution_of(pm, owners[provider.name]), distribution_of(pm, impl.plugin)
+                        raise ConfigurationError(
+                            f"two plugins register the provider {provider.name!r}: {first} and {second}; "
+                            "uninstall one of them"
+                        )
+                    owners[provider.name] = impl.plugin
+                    merged.append(provider)
+            self._cache["skyward_providers"] = merged
+        return list(self._cache["skyward_providers"])
 
     def provider_for(self, config: object) -> ProviderPlugin:
         for plugin in self.providers():

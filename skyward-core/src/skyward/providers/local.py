@@ -19,31 +19,31 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from skyward.agent.config import READY_MARKER, STEP_MARKER
+from skyward.api.spec import PoolSpec
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
-from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
+from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
+from skyward.providers.settings import ProviderSettings
 
 
 @dataclass(frozen=True, slots=True)
-class Local:
+class Local(ProviderSettings):
     """Run the pool's nodes as processes on this machine.
 
     transport:         "ipc" (default; a private socket directory keeps other local
                        users out) or "tcp" (loopback + CURVE, like a cloud node).
-    grace_period:      seconds an agent keeps running without hearing from its client
-                       before it exits (the client pings every second).
-    bootstrap_timeout: seconds to wait for every node's agent to come up, environment
-                       build included.
+
+    ``grace_period`` and ``bootstrap_timeout`` are every provider's (ProviderSettings);
+    ``client_address`` is unused: nothing is opened beyond this machine.
     """
 
     transport: Literal["ipc", "tcp"] = "ipc"
-    grace_period: float = 30.0
-    bootstrap_timeout: float = 600.0
 
     def __post_init__(self) -> None:
+        ProviderSettings.__post_init__(self)
         if self.transport not in ("ipc", "tcp"):
             raise ConfigurationError(f"Local(transport={self.transport!r}): use 'ipc' or 'tcp'")
         if not 0 < self.grace_period <= 3600:
@@ -73,31 +73,42 @@ def _uv_path() -> str | None:
         return shutil.which("uv")
 
 
-class LocalDriver:
+def local_bootstrap_context() -> BootstrapContext:
+    """The context of a node that runs on this machine: this interpreter's Python and uv,
+    the same skyward and plugins (public: a provider whose nodes are local processes, like
+    tests/plugin_example, uses it too)."""
+    from skyward.bootstrap import client_requirements
+
+    core, pinned = client_requirements()
+    return BootstrapContext(
+        local=True,
+        python_executable=sys.executable,
+        skyward_requirement=core,
+        pinned=tuple(pinned),
+        uv=_uv_path(),
+    )
+
+
+class LocalDriver(Provider[Local]):
+    """No spot market and no volume mounts: the pool's common rules refuse or explain
+    those. It reads its nodes' stdout, so it reports bootstrap steps live."""
+
     name = "local"
+    follows_bootstrap: ClassVar[Literal[True]] = True
 
     def __init__(self, config: Local) -> None:
-        self.config = config
+        super().__init__(config)
         self.run_dir: Path | None = None
         self._nodes: list[_LocalNode] = []
 
-    def validate(self, spec: Any) -> None:
-        from skyward.spot import SpotNever
-
-        if spec.spot is not None and not isinstance(spec.spot, SpotNever):
-            raise ConfigurationError(
-                f"spot={spec.spot!r} is not available on the Local provider: it has no spot market. "
-                "Leave spot unset (or spot='never') for Local pools"
-            )
+    def validate(self, spec: PoolSpec) -> None:
         if spec.machine is not None:
             raise ConfigurationError(
                 f"machine={spec.machine!r} is not available on the Local provider: its nodes are this machine"
             )
-        if spec.volumes:
-            raise ConfigurationError("volume=... is not available on the Local provider: it mounts nothing")
         self.visible_devices(spec)  # raises when the accelerator is not on this machine
 
-    def visible_devices(self, spec: Any) -> list[list[str | None]]:
+    def visible_devices(self, spec: PoolSpec) -> list[list[str | None]]:
         """CUDA_VISIBLE_DEVICES for each worker of each node."""
         if spec.accelerator is None:
             return [[None] * spec.workers_per_node for _ in range(spec.nodes)]
@@ -110,26 +121,16 @@ class LocalDriver:
             devices.append([value] * spec.workers_per_node)
         return devices
 
-    def prepare(self, spec: Any, emit: EventSink) -> str:
+    def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
         # mkdtemp makes the directory 0700: the ipc sockets inside are ours alone.
         self.run_dir = Path(tempfile.mkdtemp(prefix=f"skyward-{spec.pool_id}-"))
         return "local"
 
-    def _bootstrap_context(self, spec: Any) -> BootstrapContext:
-        from skyward.bootstrap import client_requirements
+    def _bootstrap_context(self, spec: PoolSpec) -> BootstrapContext:
+        return local_bootstrap_context()
 
-        core, pinned = client_requirements()
-        return BootstrapContext(
-            local=True,
-            python_executable=sys.executable,
-            skyward_requirement=core,
-            pinned=tuple(pinned),
-            uv=_uv_path(),
-        )
-
-    def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
         from skyward.events import (
-            BootstrapCompleted,
             BootstrapProgress,
             BootstrapStarting,
             InstanceLaunching,
@@ -194,7 +195,6 @@ class LocalDriver:
         handles = []
         for node in self._nodes:
             instance_id = f"local-{spec.pool_id}-{node.index}"
-            emit(BootstrapCompleted(instance_id=instance_id))
             assert node.endpoint is not None
             handles.append(
                 NodeHandle(

@@ -4,15 +4,27 @@ The pool owns tasks, keys and events; a provider owns machines. It prepares shar
 infrastructure, launches N nodes each running the user-data the pool renders for it,
 reports how to reach each node's agent, and terminates what it made. It knows nothing
 of tasks.
+
+Shaped like httpx's ``BaseTransport``: :class:`Provider` is one small generic base class
+with a default for everything but ``launch`` and ``terminate``; what only some providers
+can do is an ability of its own, a runtime-checkable Protocol the pool tests with
+``isinstance`` (:class:`SpotMarket`, :class:`SpotReplacement`, :class:`ReclaimWatch`,
+:class:`InterruptionNotices`, :class:`PortMapping`, :class:`VolumeMounts`,
+:class:`FollowsBootstrap`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from skyward.image import BootstrapContext
+
+if TYPE_CHECKING:
+    from skyward.api.spec import PoolSpec
+    from skyward.events import SkywardEvent
+    from skyward.spot import SpotStrategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,38 +62,141 @@ class UserDataFactory(Protocol):
     ) -> str: ...
 
 
-EventSink = Callable[[Any], None]
+EventSink = Callable[["SkywardEvent"], None]
+"""Where a provider sends lifecycle events (the pool delivers them on its event thread)."""
+
+C = TypeVar("C")
 
 
+@runtime_checkable
 class ProviderDriver(Protocol):
-    """What every provider implements. All methods block; the pool calls them in order:
-    ``validate`` (at construction), ``prepare``, ``launch``, later ``terminate`` and
-    ``teardown`` (always, even after a failure)."""
+    """What the pool calls. All methods block; in order: ``validate`` (at construction),
+    ``prepare``, ``launch``, later ``terminate`` and ``teardown`` (always, even after a
+    failure). :class:`Provider` implements it with defaults."""
 
     name: str
 
-    def validate(self, spec: Any) -> None:
-        """Refuse, before anything is made, what this provider cannot do."""
+    def validate(self, spec: PoolSpec) -> None: ...
 
-    def prepare(self, spec: Any, emit: EventSink) -> str:
+    def prepare(self, spec: PoolSpec, emit: EventSink) -> str: ...
+
+    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]: ...
+
+    def terminate(self, nodes: Sequence[NodeHandle]) -> None: ...
+
+    def teardown(self) -> None: ...
+
+
+class Provider(Generic[C]):
+    """Base class of a provider driver, generic over its config type (a frozen dataclass,
+    best derived from :class:`skyward.providers.ProviderSettings`).
+
+    Lifecycle events are the pool's and the cloud template's business: a driver emits at
+    most ``InstanceLaunching``/``InstanceProvisioned``/``BootstrapStarting`` (the template
+    does that for cloud drivers) and never ``BootstrapCompleted``: the pool says it, once
+    per node, when the node's agent has answered.
+    """
+
+    name: str = ""
+
+    def __init__(self, config: C) -> None:
+        self.config = config
+
+    def validate(self, spec: PoolSpec) -> None:
+        """Refuse, before anything is made, what this provider cannot do
+        (ConfigurationError naming the parameter). The pool has already applied the rules
+        common to every provider (spot without a market, volumes without mounts)."""
+
+    def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
         """Make shared infrastructure; returns the region label for ``InfraCreated``."""
+        return self.name
 
-    def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        """Start every node and return once each agent's endpoint is known. Emits, per
-        node: InstanceProvisioned once the instance exists, then BootstrapStarting,
-        BootstrapProgress as steps are seen, BootstrapCompleted. On failure terminate
-        what was started, then raise."""
+    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+        """Start every node and return once each agent's endpoint is known. On failure
+        remove what was started, then raise."""
+        raise NotImplementedError(f"{type(self).__name__}.launch")
 
     def terminate(self, nodes: Sequence[NodeHandle]) -> None:
         """Delete these nodes (not merely stop them: a stopped instance can still bill)."""
+        raise NotImplementedError(f"{type(self).__name__}.terminate")
 
     def teardown(self) -> None:
         """Remove what ``prepare`` made."""
 
-    # Optional, for providers with a spot market (the pool looks them up with getattr):
-    #
-    # def replaces_interrupted(self, spec: Any) -> bool:
-    #     """Whether a node reclaimed by the provider should be replaced (Spot.Always)."""
-    #
-    # def replace(self, spec: Any, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
-    #     """Start a new node with ``handle.node``'s index; return once its agent listens."""
+
+# -- abilities ------------------------------------------------------------------------
+
+
+@runtime_checkable
+class SpotMarket(Protocol):
+    """The provider sells spot (interruptible) capacity. A provider without this ability
+    gets the core's one rule (``skyward.providers.rules.check_spot``)."""
+
+    def default_spot(self) -> SpotStrategy:
+        """The strategy of a pool that leaves ``spot`` unset."""
+        ...
+
+
+@runtime_checkable
+class SpotReplacement(Protocol):
+    """The provider can start a node again after its spot instance was reclaimed."""
+
+    def replaces_interrupted(self, spec: PoolSpec) -> bool:
+        """Whether a reclaimed node should be replaced (``Spot.Always``)."""
+        ...
+
+    def replace(self, spec: PoolSpec, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
+        """Start a new node with ``handle.node``'s index; return once its agent's
+        endpoint is known."""
+        ...
+
+
+@runtime_checkable
+class InterruptionNotices(Protocol):
+    """The provider warns a spot node before reclaiming it (AWS: two minutes, through the
+    instance metadata). Its watcher on the node writes a JSON object with
+    ``kind=NoticeKind.INTERRUPTION`` into ``skyward.agent.notices.notices_dir``; the agent
+    forwards it and the pool takes the interruption path."""
+
+    def notice_watch_step(self, notices_dir: str) -> tuple[str, str]:
+        """The bootstrap step (name, script) that starts the watcher on a spot node."""
+        ...
+
+
+@runtime_checkable
+class ReclaimWatch(Protocol):
+    """The provider gives no advance notice (Verda, marketplaces): the pool asks, every
+    ``reclaim_poll_interval`` seconds while spot nodes run, which of them the provider
+    stopped or deleted, and takes the same interruption path for each."""
+
+    reclaim_poll_interval: float
+
+    def reclaimed(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
+        """Instance id -> reason, for those of ``nodes`` the provider took away."""
+        ...
+
+
+@runtime_checkable
+class PortMapping(Protocol):
+    """Nodes are containers whose ports the host maps to others (VastAI, RunPod): the
+    agent's and each worker's endpoint go through the mapping."""
+
+    def mapped_endpoint(self, handle: NodeHandle, container_port: int) -> str:
+        """Where the client reaches ``container_port`` of the node (``tcp://host:port``)."""
+        ...
+
+
+@runtime_checkable
+class VolumeMounts(Protocol):
+    """The provider mounts volumes (AWS: S3). Without it, ``volume=`` is refused."""
+
+    def mounts(self, volume: object) -> bool: ...
+
+
+@runtime_checkable
+class FollowsBootstrap(Protocol):
+    """The driver reads each node's bootstrap as it runs and emits BootstrapProgress
+    itself (Local reads its nodes' stdout); the pool then does not repeat the steps from
+    the agent's hello."""
+
+    follows_bootstrap: Literal[True]

@@ -1,52 +1,199 @@
-"""A plugin as a third party would write one, installed from tests/ by the test task.
+"""A provider plugin as a third party writes one (docs/plugins.md, "Write a provider").
 
-``Delayed(seconds=...)`` is a provider whose launch takes a known time before it starts
-local nodes (so tests can tell parallel provisioning from serial), and whose launch can
-be made to fail. It is registered only through the ``skyward`` entry-point group.
+``Delayed(seconds=..., fail=...)`` rents instances from ``ProcessCloud``, which stands in
+for a cloud's HTTP API: it runs each instance's user-data as a process tree on this
+machine at a loopback address of its own. The driver supplies only the API's verbs
+(offer, create, describe, delete, infrastructure); the core's cloud template does the
+rest. ``seconds`` delays the offer (so tests can tell parallel pools from serial ones) and
+``fail`` makes every create fail. Registered only through the ``skyward`` entry point.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from ipaddress import IPv4Address
+from typing import ClassVar
 
+from skyward.errors import ProvisioningError
+from skyward.image import BootstrapContext
 from skyward.plugins.contributions import DistributedBackend, ProviderPlugin
 from skyward.plugins.hookspecs import hookimpl
-from skyward.providers.local import Local, LocalDriver
-from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
+from skyward.providers import PoolSpec
+from skyward.providers.cloud import CloudProvider, CloudSettings, Instance, InstanceState, Labels, NodeRequest, Offer
+from skyward.providers.local import local_bootstrap_context
+from skyward.spot import Market, NodePlan
+
+# -- the config: what a user writes -------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class Delayed:
+class Delayed(CloudSettings):
+    """``grace_period``, ``bootstrap_timeout``, ``agent_port``, ``poll_interval``, ... come
+    from CloudSettings, with their defaults and checks."""
+
     seconds: float = 0.0
     fail: bool = False
-    grace_period: float = 30.0
-    bootstrap_timeout: float = 120.0
 
 
-class DelayedDriver(LocalDriver):
+# -- the "API": in a real plugin, an HTTP client ------------------------------------------
+
+
+class ProcessCloud:
+    """Instances are ``bash <user-data>`` process trees, each at its own 127.x.y.z.
+
+    As a test fake of a cloud API it has knobs: ``refuse_after`` refuses every create after
+    that many; ``stall`` runs a script that never starts an agent; ``opened`` is every
+    ProcessCloud made (to check nothing is left)."""
+
+    refuse_after: ClassVar[int | None] = None
+    stall: ClassVar[bool] = False
+    opened: ClassVar[list[ProcessCloud]] = []
+
+    def __init__(self) -> None:
+        ProcessCloud.opened.append(self)
+        self.root = tempfile.mkdtemp(prefix="skyward-example-")  # 0700
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._subnet = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}"  # a /24 of its own
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._labels: dict[str, dict[str, str]] = {}
+
+    def create(self, name: str, script: str, labels: Mapping[str, str]) -> str:
+        with self._lock:
+            number = next(self._ids)
+        if self.refuse_after is not None and number > self.refuse_after:
+            raise ProvisioningError(f"ProcessCloud refuses instance {number}: quota of {self.refuse_after} reached")
+        if self.stall:
+            script = "#!/bin/sh\nexec sleep 3600\n"
+        instance_id, ip = f"ex-{number}", f"{self._subnet}.{number + 1}"
+        path = os.path.join(self.root, f"{instance_id}.sh")
+        with open(path, "w") as file:
+            file.write(script)
+        with open(os.path.join(self.root, f"{instance_id}.log"), "wb") as log:
+            process = subprocess.Popen(
+                ["bash", path],
+                env={**os.environ, "SKYWARD_BIND_HOST": ip},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        with self._lock:
+            self._processes[instance_id] = process
+            self._labels[instance_id] = {**labels, "ip": ip}
+        return instance_id
+
+    def describe(self, instance_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        with self._lock:
+            known = {i: (p, self._labels[i]["ip"]) for i, p in self._processes.items() if i in instance_ids}
+        return {i: ("running" if p.poll() is None else "stopped", ip) for i, (p, ip) in known.items()}
+
+    def delete(self, instance_id: str) -> None:
+        with self._lock:
+            process = self._processes.pop(instance_id, None)
+            self._labels.pop(instance_id, None)
+        if process is not None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sig)
+                    process.wait(timeout=5)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    continue
+
+    def listed(self, pool_id: str) -> list[str]:
+        with self._lock:
+            return [i for i, labels in self._labels.items() if labels.get("pool") == pool_id]
+
+    def labels(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            return {i: dict(labels) for i, labels in self._labels.items()}
+
+    def scripts(self) -> list[str]:
+        names = sorted(n for n in os.listdir(self.root) if n.endswith(".sh")) if os.path.isdir(self.root) else []
+        return [open(os.path.join(self.root, n)).read() for n in names]
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return [i for i, p in self._processes.items() if p.poll() is None]
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# -- the driver: the API's verbs ----------------------------------------------------------------
+
+
+class DelayedDriver(CloudProvider[Delayed]):
     name = "delayed"
 
-    def __init__(self, config: Delayed) -> None:
-        super().__init__(Local(grace_period=config.grace_period, bootstrap_timeout=config.bootstrap_timeout))
-        self.delayed = config
+    def __init__(self, config: Delayed, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(config, sleep=sleep)
+        self.api: ProcessCloud | None = None
 
-    def launch(self, spec: Any, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        time.sleep(self.delayed.seconds)
-        if self.delayed.fail:
-            raise RuntimeError("the Delayed provider was told to fail")
-        return super().launch(spec, user_data, emit)
+    def client_address(self) -> IPv4Address:
+        return IPv4Address("127.0.0.1")  # the nodes are on this machine
+
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Callable[..., None]) -> Offer:
+        self._sleep(self.config.seconds)
+        return Offer(instance_type="process", region="this-machine", price_on_demand=0.0)
+
+    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Callable[..., None]) -> None:
+        self.api = ProcessCloud()
+
+    def run_dir(self, spec: PoolSpec, node: int) -> str:
+        assert self.api is not None
+        return os.path.join(self.api.root, "run")
+
+    def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
+        return local_bootstrap_context()  # this machine's Python and uv; a cloud keeps the default
+
+    def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
+        assert self.api is not None
+        if self.config.fail:
+            raise ProvisioningError("the Delayed provider was told to fail")
+        return self.api.create(request.name, request.script, {"pool": labels.pool_id, "expires": str(labels.expires)})
+
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        assert self.api is not None
+        states = {"running": InstanceState.RUNNING, "stopped": InstanceState.STOPPED}
+        return {
+            i: Instance(i, states[status], ip=ip, status=status)
+            for i, (status, ip) in self.api.describe(instance_ids).items()
+        }
+
+    def delete(self, instance_ids: Sequence[str]) -> None:
+        assert self.api is not None
+        for instance_id in instance_ids:
+            self.api.delete(instance_id)
+
+    def listed(self) -> list[str]:
+        return self.api.listed(self._labels.pool_id) if self.api is not None and self._labels else []
+
+    def delete_infrastructure(self) -> list[str]:
+        if self.api is not None:
+            self.api.close()
+            self.api = None
+        return []
 
 
-def _tagged(**options: Any) -> Any:
+# -- the hooks ----------------------------------------------------------------------------------
+
+
+def _tagged(**options: object) -> Callable[[Callable[..., object]], Callable[..., object]]:
     """``skyward.distributed.tagged(tag=...)``: sets an environment variable around the call."""
 
-    def decorate(fn: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            import os
-
+    def decorate(fn: Callable[..., object]) -> Callable[..., object]:
+        def wrapper(*args: object, **kwargs: object) -> object:
             os.environ["SKYWARD_EXAMPLE_TAG"] = str(options.get("tag", ""))
             try:
                 return fn(*args, **kwargs)

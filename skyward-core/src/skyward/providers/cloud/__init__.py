@@ -1,6 +1,32 @@
-"""Shared pieces for cloud providers that speak HTTP APIs (DigitalOcean, Verda, ...).
+"""Shared pieces for cloud providers: the orchestration template and the helpers under it.
 
-Each plugin keeps what is its own (API shapes, naming, offers); what their rules have in
-common (which requests may be retried, how the client's public address is found and
-checked) lives here so the plugins cannot drift apart.
+:class:`CloudProvider` (and :class:`SpotCloudProvider` for a cloud with a spot market)
+owns plan -> create in parallel -> poll -> handles -> events -> cleanup -> verified
+terminate -> teardown; a driver supplies its API's verbs. :class:`CloudSettings` is the
+config base every such cloud shares. The modules beside it hold the rules the plugins
+have in common (which requests may be retried, the client's address, expiry labels).
 """
+
+from skyward.providers.cloud.settings import CloudSettings
+from skyward.providers.cloud.template import (
+    CloudProvider,
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+    Offer,
+    PortMappedCloudProvider,
+    SpotCloudProvider,
+)
+
+__all__ = [
+    "CloudProvider",
+    "CloudSettings",
+    "Instance",
+    "InstanceState",
+    "Labels",
+    "NodeRequest",
+    "Offer",
+    "PortMappedCloudProvider",
+    "SpotCloudProvider",
+]

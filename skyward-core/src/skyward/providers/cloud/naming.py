@@ -21,14 +21,20 @@ class PoolMark:
     expires: int
 
 
-def expiry(now: float, timeout: float, bootstrap_timeout: float, ttl_margin: float) -> int:
-    """The Unix time after which none of the pool's nodes can still be working.
+def lifetime(timeout: float, bootstrap_timeout: float, ttl_margin: float) -> float:
+    """Seconds from a pool's start after which none of its nodes can still be working.
 
     A node arms its own TTL (the pool's timeout plus ``ttl_margin``) when its bootstrap
     starts, and bootstrap takes at most ``bootstrap_timeout``; ``REAP_SLACK`` covers
-    clock skew and shutdown.
+    clock skew and shutdown. Every provider's expiry label counts with this.
     """
-    return math.ceil(now + bootstrap_timeout + timeout + ttl_margin + REAP_SLACK)
+    return bootstrap_timeout + timeout + ttl_margin + REAP_SLACK
+
+
+def expiry(now: float, timeout: float, bootstrap_timeout: float, ttl_margin: float) -> int:
+    """The Unix time after which none of the pool's nodes can still be working (see
+    :func:`lifetime`)."""
+    return math.ceil(now + lifetime(timeout, bootstrap_timeout, ttl_margin))
 
 
 def is_expired(mark: PoolMark | None, now: float, live_pools: set[str]) -> bool:

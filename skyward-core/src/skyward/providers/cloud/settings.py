@@ -1,11 +1,18 @@
-"""Checks of the settings every HTTP cloud provider's config has (ports, seconds, retries,
-URLs), with errors that name the provider's own config class: ``Verda(api_retries=0)``."""
+"""Settings every HTTP cloud provider's config has, and the checks behind them, with errors
+that name the provider's own config class: ``Verda(api_retries=0)``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
+from skyward.providers.settings import ProviderSettings
+
+DEFAULT_ADDRESS_URL = "https://checkip.amazonaws.com"
+"""Answers a plain GET with the caller's public IPv4 address and nothing else."""
 
 
 def check_port(provider: str, name: str, value: object) -> None:
@@ -13,11 +20,17 @@ def check_port(provider: str, name: str, value: object) -> None:
         raise ConfigurationError(f"{provider}({name}={value!r}) must be a TCP port (1-65535)")
 
 
+def _seconds(value: object, floor_ok: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False
+    return value >= 0 if floor_ok else value > 0
+
+
 def check_seconds(provider: str, config: object, names: Iterable[str]) -> None:
     """Each of ``config``'s settings ``names`` must be a positive number of seconds."""
     for name in names:
         value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if not _seconds(value, floor_ok=False):
             raise ConfigurationError(f"{provider}({name}={value!r}) must be a positive number of seconds")
 
 
@@ -33,3 +46,49 @@ def check_urls(provider: str, config: object, names: Iterable[str]) -> None:
         value = getattr(config, name)
         if not isinstance(value, str) or not value.startswith(("https://", "http://")):
             raise ConfigurationError(f"{provider}({name}={value!r}) must be an http(s) URL")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloudSettings(ProviderSettings):
+    """What every cloud on the template (``skyward.providers.cloud.CloudProvider``) has.
+
+    agent_port:        the TCP port each node's agent listens on (CURVE-encrypted); its
+                       workers take the ports right after it.
+    provision_timeout: seconds to wait for every instance to be running.
+    poll_interval:     seconds between status polls (one describe call for all nodes,
+                       whatever their number) while instances start, and between checks
+                       for spot instances the provider took away.
+    address_url:       where ``client_address=None`` is discovered.
+    api_timeout:       seconds one API call may take before it counts as failed.
+    api_retries:       attempts per API call for rate limits (429) and, where repeating is
+                       safe, server errors.
+    api_backoff:       seconds of the first wait between attempts (doubling, at most 30 s)
+                       when the API does not say how long to wait; 0 retries at once.
+    reap:              on every pool start, delete what earlier skyward pools left behind
+                       (stopped, or past their expiry label).
+    """
+
+    agent_port: int = DEFAULT_AGENT_PORT
+    provision_timeout: float = 900.0
+    poll_interval: float = 3.0
+    address_url: str = DEFAULT_ADDRESS_URL
+    api_timeout: float = 60.0
+    api_retries: int = 8
+    api_backoff: float = 0.5
+    reap: bool = True
+
+    def __post_init__(self) -> None:
+        ProviderSettings.__post_init__(self)
+        check_cloud_settings(self)
+
+
+def check_cloud_settings(settings: CloudSettings) -> None:
+    owner = type(settings).__name__
+    check_port(owner, "agent_port", settings.agent_port)
+    check_seconds(owner, settings, ("provision_timeout", "poll_interval", "api_timeout"))
+    if not _seconds(settings.api_backoff, floor_ok=True):
+        raise ConfigurationError(f"{owner}(api_backoff={settings.api_backoff!r}) must be a number of seconds >= 0")
+    check_attempts(owner, "api_retries", settings.api_retries)
+    check_urls(owner, settings, ("address_url",))
+    if not isinstance(settings.reap, bool):
+        raise ConfigurationError(f"{owner}(reap={settings.reap!r}) must be True or False")

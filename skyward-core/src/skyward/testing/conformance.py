@@ -1,0 +1,245 @@
+"""The provider conformance suite: the checks every provider passes, for any plugin.
+
+A provider author subclasses :class:`ProviderConformance` in a test module and gives it
+one fixture, ``cloud``, returning a :class:`CloudUnderTest`: their fake of the provider's
+API with the emulated-instance harness attached (``skyward.testing.EmulatedInstances``
+runs each instance's own user-data), and a few questions answered about it::
+
+    class TestMyCloud(ProviderConformance):
+        @pytest.fixture
+        def cloud(self, my_fake_world) -> CloudUnderTest:
+            return MyCloudUnderTest(my_fake_world)
+
+pytest then runs every ``test_*`` method below against it: lifecycle events in order,
+``>>``/``@``/``gather`` end to end, cleanup after a failure at node k of N, cleanup after a
+bootstrap timeout, terminate verified, teardown removing what prepare made, every
+resource labelled with the pool id and its expiry, no ingress from everywhere, no
+credential in any user-data or event, and spot mapping where the provider has a market.
+Tests touching the network run only inside an isolated namespace (``cloud`` marker).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import pytest
+
+import skyward
+from skyward.api.compute import compute
+from skyward.errors import SkywardError
+from skyward.events import (
+    BootstrapCompleted,
+    BootstrapStarting,
+    CostFinal,
+    InfraCreated,
+    InfraCreating,
+    InstanceProvisioned,
+    InstanceStopping,
+    PoolStarted,
+    PoolStopping,
+)
+from skyward.providers.cloud.naming import PoolMark
+from skyward.providers.settings import ProviderSettings
+
+EVERYWHERE = frozenset({"0.0.0.0/0", "::/0", "0.0.0.0", "::"})
+
+LIFECYCLE = (
+    InfraCreating,
+    InfraCreated,
+    InstanceProvisioned,
+    BootstrapStarting,
+    BootstrapCompleted,
+    PoolStarted,
+    PoolStopping,
+    InstanceStopping,
+    CostFinal,
+)
+"""The phases of a pool's life, in the order their first events must come."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Something the provider made for a pool, with the labels read back from the fake."""
+
+    what: str  # "droplet 123", "firewall fw-1"
+    pool_id: str | None
+    expires: int | None  # Unix time
+
+    @classmethod
+    def marked(cls, what: str, mark: PoolMark | None) -> Resource:
+        """From the mark a provider's naming module parsed back (None: unlabelled)."""
+        return cls(what, mark.pool_id if mark else None, mark.expires if mark else None)
+
+
+@runtime_checkable
+class CloudUnderTest(Protocol):
+    """What the suite needs to know about a provider and its fake."""
+
+    has_market: bool  # whether the provider sells spot capacity
+
+    def config(self, **overrides: object) -> ProviderSettings:
+        """A provider config pointed at the fake (quick polls, short timeouts), with
+        ``overrides`` (``bootstrap_timeout=...``) applied."""
+        ...
+
+    def leftovers(self) -> Mapping[str, Sequence[str]]:
+        """Everything still on the fake that a pool made and should have removed, by kind
+        (an empty mapping when nothing is left)."""
+        ...
+
+    def resources(self) -> Sequence[Resource]:
+        """Every resource a pool made that exists now, with its labels."""
+        ...
+
+    def ingress_sources(self) -> Sequence[str]:
+        """Every source address or CIDR an inbound rule admits (cloud firewalls, and rules
+        a node's script sets up), for resources that exist now."""
+        ...
+
+    def user_data(self) -> Sequence[str]:
+        """Every script the fake received for an instance."""
+        ...
+
+    def secrets(self) -> Sequence[str]:
+        """The credentials the provider uses (tokens, secret keys)."""
+        ...
+
+    def fail_create(self, after: int) -> None:
+        """Make the fake refuse every create call after the first ``after``."""
+        ...
+
+    def stall_boot(self) -> None:
+        """Make instances run but never start their agent (a bootstrap that hangs)."""
+        ...
+
+    def is_spot(self, instance_id: str) -> bool:
+        """Whether the fake made this instance on the spot market."""
+        ...
+
+
+@compute
+def _where(x: int) -> tuple[int, int]:
+    return x * x, skyward.instance_info().node
+
+
+def lifecycle_order_problems(events: Sequence[object], nodes: int) -> list[str]:
+    """What is wrong with ``events`` as the life of a pool of ``nodes`` nodes (empty when
+    nothing is): every phase present, first events in order, one InstanceProvisioned,
+    BootstrapCompleted and InstanceStopping per node, CostFinal last."""
+    kinds = [type(e) for e in events]
+    missing = [k.__name__ for k in LIFECYCLE if k not in kinds]
+    if missing:
+        return [f"no {name}" for name in missing]
+    problems = []
+    firsts = [kinds.index(k) for k in LIFECYCLE]
+    if firsts != sorted(firsts):
+        problems.append(f"phases out of order: {[type(events[i]).__name__ for i in sorted(firsts)]}")
+    for kind in (InstanceProvisioned, BootstrapCompleted, InstanceStopping):
+        if kinds.count(kind) != nodes:
+            problems.append(f"{kinds.count(kind)} {kind.__name__} for {nodes} nodes")
+    if kinds[-1] is not CostFinal:
+        problems.append(f"the last event is {kinds[-1].__name__}, not CostFinal")
+    return problems
+
+
+def wait_for(done: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.cloud
+class ProviderConformance:
+    """The suite; subclass it and provide the ``cloud`` fixture (see the module)."""
+
+    nodes = 2
+
+    @pytest.fixture
+    def cloud(self) -> CloudUnderTest:
+        raise NotImplementedError("provide a `cloud` fixture returning a CloudUnderTest")
+
+    def _pool(self, cloud: CloudUnderTest, events: list[object], spot: str | None = None) -> skyward.ComputePool:
+        return skyward.ComputePool(
+            provider=cloud.config(), nodes=self.nodes, display="quiet", on_event=events.append, spot=spot
+        )
+
+    def test_a_pool_runs_every_operator_end_to_end_and_leaves_nothing(self, cloud: CloudUnderTest) -> None:
+        events: list[object] = []
+        with self._pool(cloud, events) as pool:
+            labelled = list(cloud.resources())
+            sources = list(cloud.ingress_sources())
+            assert (_where(3) >> pool)[0] == 9
+            assert sorted(node for _, node in _where(2) @ pool) == list(range(self.nodes))
+            many = skyward.gather(*(_where(x) for x in range(6))) >> pool
+            assert [r for r, _ in many] == [x * x for x in range(6)]
+            pool_id = pool.spec.pool_id
+            started = time.time()
+        assert lifecycle_order_problems(events, self.nodes) == []
+        # every resource labelled with this pool and an expiry in the future
+        assert labelled, "the pool made no resource the cloud reports"
+        for resource in labelled:
+            assert resource.pool_id == pool_id, resource
+            assert resource.expires is not None and resource.expires > started, resource
+        # no inbound rule admits everyone
+        assert sources, "no inbound rule limits who reaches the agent port"
+        assert not EVERYWHERE & set(sources), sources
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
+
+    def test_no_credential_reaches_a_node_or_an_event(
+        self, cloud: CloudUnderTest, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        import logging
+
+        caplog.set_level(logging.DEBUG)  # every record, whatever the application configured
+        events: list[object] = []
+        with self._pool(cloud, events) as pool:
+            assert (_where(1) >> pool)[0] == 1
+            scripts = list(cloud.user_data())  # while they exist: teardown may delete them
+        secrets = [s for s in cloud.secrets() if s]
+        if not secrets:
+            pytest.skip("the provider under test uses no credential")
+        assert scripts, "the provider under test reports no user-data"
+        for secret in secrets:
+            assert not any(secret in script for script in scripts), "a credential is in a node's user-data"
+            assert not any(secret in repr(event) for event in events), "a credential is in an event"
+        output = capfd.readouterr()
+        # skyward's own records (a provider's SDK may log its request headers at DEBUG; that
+        # is the application's logging configuration to keep)
+        logged = "\n".join(r.getMessage() for r in caplog.records if r.name.split(".")[0].startswith("skyward"))
+        for secret in secrets:
+            assert secret not in output.err and secret not in output.out, "a credential was printed"
+            assert secret not in logged, "a credential was logged"
+
+    @pytest.mark.parametrize("k", ["first", "last"])
+    def test_a_failure_at_node_k_of_n_removes_everything(self, cloud: CloudUnderTest, k: str) -> None:
+        cloud.fail_create(after=0 if k == "first" else self.nodes - 1)
+        with pytest.raises(SkywardError), self._pool(cloud, []):
+            pass
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
+
+    def test_a_bootstrap_that_never_finishes_times_out_and_removes_everything(self, cloud: CloudUnderTest) -> None:
+        cloud.stall_boot()
+        started = time.monotonic()
+        pool = skyward.ComputePool(provider=cloud.config(bootstrap_timeout=2.0), nodes=self.nodes, display="quiet")
+        with pytest.raises(SkywardError):
+            pool.open()
+        assert time.monotonic() - started < 60
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
+
+    def test_spot_always_runs_every_node_on_the_spot_market(self, cloud: CloudUnderTest) -> None:
+        if not cloud.has_market:
+            with pytest.raises(SkywardError, match="no spot market"):
+                self._pool(cloud, [], spot="always")
+            return
+        with self._pool(cloud, [], spot="always") as pool:
+            assert all(n.spot for n in pool.nodes)
+            assert all(cloud.is_spot(n.instance_id) for n in pool.nodes)
+        with self._pool(cloud, [], spot="never") as pool:
+            assert not any(n.spot or cloud.is_spot(n.instance_id) for n in pool.nodes)
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()

@@ -1,0 +1,39 @@
+"""Whether this process runs in an isolated network namespace (only loopback up).
+
+Provider tests talk to emulators that hand out made-up public addresses; in a namespace
+where only ``lo`` is up, any such address is unreachable rather than tried. tasks.py
+runs tests marked ``cloud`` that way and sets ``SKYWARD_TEST_NETNS=1``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import struct
+
+SIOCGIFFLAGS = 0x8913
+IFF_UP = 0x1
+
+
+def interfaces_up() -> list[str]:
+    """Names of the interfaces that are up in this process's network namespace (asked of
+    the kernel with ioctl: /sys may show another namespace's interfaces)."""
+    up = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _index, name in socket.if_nameindex():
+            request = struct.pack("16sH14x", name.encode()[:15], 0)
+            flags = struct.unpack("16sH14x", fcntl.ioctl(sock.fileno(), SIOCGIFFLAGS, request))[1]
+            if flags & IFF_UP:
+                up.append(name)
+    return up
+
+
+def isolation_problem() -> str | None:
+    """``None`` when isolated; otherwise why not, in words."""
+    if os.environ.get("SKYWARD_TEST_NETNS") != "1":
+        return "SKYWARD_TEST_NETNS is not 1 (run cloud tests through `python3 tasks.py test`, or unshare --net)"
+    others = [name for name in interfaces_up() if name != "lo"]
+    if others:
+        return f"non-loopback interfaces are up: {', '.join(others)}"
+    return None

@@ -1,0 +1,284 @@
+"""The cloud template (skyward.providers.cloud.CloudProvider) against an in-memory API:
+parallel creates, one describe per poll whatever the node count, cleanup of everything
+made when any create fails, terminate verified, teardown sweeping lost creates."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from ipaddress import IPv4Address
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skyward.api.spec import build_spec
+from skyward.errors import ProvisioningError
+from skyward.events import BootstrapStarting, InstanceProvisioned, Notice
+from skyward.image import BootstrapContext
+from skyward.providers import PoolSpec
+from skyward.providers.cloud import (
+    CloudProvider,
+    CloudSettings,
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+    Offer,
+    PortMappedCloudProvider,
+    SpotCloudProvider,
+)
+from skyward.providers.protocol import PortMapping
+from skyward.spot import Market, NodePlan, Spot
+
+
+@dataclass(frozen=True, slots=True)
+class Memory(CloudSettings):
+    pass
+
+
+class MemoryAPI:
+    """A cloud API in a dict. Instances run after ``boot_polls`` describes; ``refuse`` is
+    the set of create numbers (1-based) it refuses; ``sticky`` deletes need this many tries."""
+
+    def __init__(self, boot_polls: int = 1, create_seconds: float = 0.0) -> None:
+        self.lock = threading.Lock()
+        self.instances: dict[str, dict[str, Any]] = {}
+        self.creates = 0
+        self.describes = 0
+        self.deletes: list[str] = []
+        self.refuse: set[int] = set()
+        self.capacity_refusals: set[int] = set()
+        self.sticky = 0
+        self.lose_answer: set[int] = set()
+        self.boot_polls = boot_polls
+        self.create_seconds = create_seconds
+        self.in_flight = self.max_in_flight = 0
+
+    def create(self, name: str, market: Market, labels: Labels) -> str:
+        with self.lock:
+            self.creates += 1
+            number = self.creates
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            time.sleep(self.create_seconds)
+            if number in self.capacity_refusals:
+                raise ProvisioningError("no capacity")
+            if number in self.refuse:
+                raise ProvisioningError(f"create {number} refused")
+            instance_id = f"i-{number}"
+            with self.lock:
+                self.instances[instance_id] = {
+                    "name": name, "polls": 0, "alive": True, "market": market, "pool": labels.pool_id,
+                    "delete_tries": 0,
+                }  # fmt: skip
+            if number in self.lose_answer:
+                raise ProvisioningError("504: the answer was lost")
+            return instance_id
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def describe(self, ids: Sequence[str]) -> dict[str, Instance]:
+        with self.lock:
+            self.describes += 1
+            found = {}
+            for i in ids:
+                item = self.instances.get(i)
+                if item is None or not item["alive"]:
+                    continue
+                item["polls"] += 1
+                running = item["polls"] >= self.boot_polls
+                state = InstanceState.RUNNING if running else InstanceState.PENDING
+                found[i] = Instance(i, state, ip="127.0.0.1" if running else None, status="running")
+            return found
+
+    def delete(self, ids: Sequence[str]) -> None:
+        with self.lock:
+            for i in ids:
+                self.deletes.append(i)
+                item = self.instances[i]
+                item["delete_tries"] += 1
+                if item["delete_tries"] > self.sticky:
+                    item["alive"] = False
+
+    def alive(self) -> list[str]:
+        with self.lock:
+            return [i for i, item in self.instances.items() if item["alive"]]
+
+
+class MemoryDriver(CloudProvider[Memory]):
+    name = "memory"
+
+    def __init__(self, api: MemoryAPI, sleeps: list[float] | None = None) -> None:
+        recorded = sleeps if sleeps is not None else []
+        super().__init__(Memory(poll_interval=0.01), clock=time.time, sleep=recorded.append)
+        self.api = api
+        self.infra = False
+
+    def client_address(self) -> IPv4Address:
+        return IPv4Address("203.0.113.7")
+
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> Offer:
+        return Offer(instance_type="m1", region="mem-1", price_on_demand=1.0, price_spot=0.3)
+
+    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Any) -> None:
+        self.infra = True
+
+    def delete_infrastructure(self) -> list[str]:
+        self.infra = False
+        return []
+
+    def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
+        return BootstrapContext(local=False)
+
+    def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
+        return self.api.create(request.name, request.market, labels)
+
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        return self.api.describe(instance_ids)
+
+    def delete(self, instance_ids: Sequence[str]) -> None:
+        self.api.delete(instance_ids)
+
+    def listed(self) -> list[str]:
+        return self.api.alive()
+
+
+class SpotMemoryDriver(SpotCloudProvider[Memory], MemoryDriver):
+    def is_capacity_refusal(self, error: Exception) -> bool:
+        return "no capacity" in str(error)
+
+
+def _spec(nodes: int, **kwargs: Any) -> PoolSpec:
+    args: dict[str, Any] = dict(
+        provider=Memory(), image=None, pip=None, nodes=nodes, machine=None, accelerator=None, cpu=None, memory=None,
+        volume=None, spot=None, timeout=600, env=None, concurrency=1, display="quiet", collect_metrics=False,
+    )  # fmt: skip
+    args.update(kwargs)
+    return build_spec(**args)
+
+
+def _script(node: int, bind: str, context: BootstrapContext, *, run_dir: str, **_: Any) -> str:
+    return f"#!/bin/sh\n# node {node}\n"
+
+
+def _launch(driver: MemoryDriver, spec: PoolSpec, events: list[object]) -> list[Any]:
+    driver.prepare(spec, events.append)
+    return driver.launch(spec, _script, events.append)
+
+
+def test_nodes_are_created_in_parallel() -> None:
+    api = MemoryAPI(create_seconds=0.2)
+    driver = MemoryDriver(api)
+    started = time.monotonic()
+    handles = _launch(driver, _spec(8), [])
+    assert time.monotonic() - started < 8 * 0.2 / 2  # serially it would take 1.6 s
+    assert api.max_in_flight > 1
+    assert [h.node for h in handles] == list(range(8))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(min_value=1, max_value=24))
+def test_one_describe_per_poll_whatever_the_node_count(nodes: int) -> None:
+    api = MemoryAPI(boot_polls=3)
+    sleeps: list[float] = []
+    driver = MemoryDriver(api, sleeps)
+    events: list[object] = []
+    _launch(driver, _spec(nodes), events)
+    assert api.describes == 3 and sleeps == [0.01, 0.01]  # the wait does not grow with N
+    assert [type(e) for e in events].count(InstanceProvisioned) == nodes
+    assert [type(e) for e in events].count(BootstrapStarting) == nodes
+
+
+@pytest.mark.parametrize(("nodes", "failing"), [(3, 1), (3, 3), (5, 2)])
+def test_a_failure_at_node_k_of_n_deletes_everything_made(nodes: int, failing: int) -> None:
+    api = MemoryAPI()
+    api.refuse = {failing}
+    driver = MemoryDriver(api)
+    with pytest.raises(ProvisioningError, match=rf"create {failing} refused.*{nodes - 1} of {nodes} instances"):
+        _launch(driver, _spec(nodes), [])
+    assert api.alive() == []
+    driver.teardown()
+    assert not driver.infra
+
+
+def test_terminate_is_verified_and_retried_until_the_api_says_gone() -> None:
+    api = MemoryAPI()
+    api.sticky = 1  # the first delete of each instance does not take
+    driver = MemoryDriver(api)
+    handles = _launch(driver, _spec(2), [])
+    driver.terminate(handles)
+    assert api.alive() == []
+    assert sorted(api.deletes) == ["i-1", "i-1", "i-2", "i-2"]
+
+
+def test_terminate_names_what_still_bills_after_its_rounds() -> None:
+    api = MemoryAPI()
+    api.sticky = 99
+    driver = MemoryDriver(api)
+    handles = _launch(driver, _spec(1), [])
+    with pytest.raises(ProvisioningError, match=r"could not delete these instances, which bill until deleted.*i-1"):
+        driver.terminate(handles)
+
+
+def test_teardown_sweeps_an_instance_whose_create_answer_was_lost() -> None:
+    api = MemoryAPI()
+    api.lose_answer = {1}
+    driver = MemoryDriver(api)
+    with pytest.raises(ProvisioningError, match="504"):
+        _launch(driver, _spec(1), [])
+    assert api.alive() == ["i-1"]  # the driver never heard of it
+    driver.teardown()
+    assert api.alive() == [] and not driver.infra
+
+
+def test_spot_if_available_falls_back_to_on_demand_and_always_retries() -> None:
+    api = MemoryAPI()
+    api.capacity_refusals = {1}
+    events: list[object] = []
+    driver = SpotMemoryDriver(api)
+    handles = _launch(driver, _spec(1, spot="if-available"), events)
+    assert [h.spot for h in handles] == [False]
+    assert any(isinstance(e, Notice) and "on-demand" in e.message for e in events)
+    api2 = MemoryAPI()
+    api2.capacity_refusals = {1, 2}
+    sleeps: list[float] = []
+    driver2 = SpotMemoryDriver(api2, sleeps)
+    handles = _launch(driver2, _spec(1, spot=Spot.Always(retries=2, interval=0.5)), [])
+    assert [h.spot for h in handles] == [True] and sleeps[:2] == [0.5, 0.5]
+
+
+def test_a_spot_instance_the_provider_deleted_is_reported_reclaimed() -> None:
+    api = MemoryAPI()
+    driver = SpotMemoryDriver(api)
+    handles = _launch(driver, _spec(2, spot="always"), [])
+    assert driver.reclaimed(handles) == {}
+    api.instances["i-2"]["alive"] = False
+    gone = driver.reclaimed(handles)
+    assert list(gone) == ["i-2"] and "without notice" in gone["i-2"]
+    assert driver.replaces_interrupted(_spec(2, spot="always"))
+    assert not driver.replaces_interrupted(_spec(2, spot="if-available"))
+
+
+class MappedDriver(PortMappedCloudProvider[Memory], MemoryDriver):
+    """Containers: container port p is reached at host port 40000 + p."""
+
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        ports = {p: 40000 + p for p in range(16789, 16792)}
+        return {i: replace(item, ports=ports) for i, item in self.api.describe(instance_ids).items()}
+
+
+def test_a_port_mapped_node_is_reached_through_its_mapping() -> None:
+    driver = MappedDriver(MemoryAPI())
+    (handle,) = _launch(driver, _spec(1, concurrency=2), [])
+    assert isinstance(driver, PortMapping)
+    assert handle.endpoint == "tcp://127.0.0.1:56789"  # the agent's container port 16789, mapped
+    assert driver.mapped_endpoint(handle, 16790) == "tcp://127.0.0.1:56790"  # a worker's
+    with pytest.raises(ProvisioningError, match=r"maps no host port to container port 17000"):
+        driver.mapped_endpoint(handle, 17000)
+    assert not isinstance(MemoryDriver(MemoryAPI()), PortMapping)
