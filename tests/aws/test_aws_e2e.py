@@ -135,7 +135,8 @@ def test_a_failing_bootstrap_times_out_and_every_instance_is_terminated(aws: Aws
     provider = skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=10, endpoint_resolver=emulated.endpoints)
     image = skyward.Image(pip=["skyward-no-such-package==1.0"])  # the node cannot install it
     pool = ComputePool(provider=provider, nodes=2, image=image, spot="never", display="quiet")
-    with pytest.raises(skyward.ProvisioningError, match="did not start its agent within bootstrap_timeout=10 s"):
+    # the pool's wait for the agents (bootstrap_timeout), the same on every cloud
+    with pytest.raises(skyward.ProvisioningError, match="did not answer within 10 s"):
         pool.open()
     states = aws.states(pool.spec.pool_id)
     assert len(states) == 2 and set(states.values()) == {"terminated"}

@@ -145,7 +145,7 @@ def test_always_gives_up_after_its_retries_and_leaves_nothing(aws: AwsWorld) -> 
         driver.launch(spec, trivial_user_data, lambda e: None)
     driver.terminate([])
     driver.teardown()
-    assert sleeps == [1.0, 1.0]
+    assert sleeps == [1.0] * 4  # each node waited between its three rounds (the nodes launch in parallel)
     assert aws.instances(spec.pool_id) == []
     assert aws.security_groups(spec.pool_id) == []
 
@@ -200,7 +200,8 @@ def test_a_failed_second_launch_terminates_the_first_and_removes_the_group(aws: 
     aws.proxy.fail_nth("RunInstances", 2, "InvalidParameterCombination", "injected failure", status=400)
     provider = AWS(client_cidr=CLIENT_CIDR, endpoint_resolver=Listeners())
     pool = ComputePool(provider=provider, nodes=2, accelerator="T4", spot="never", display="quiet")
-    with pytest.raises(ProvisioningError, match="node 1: EC2 refused to launch it: InvalidParameterCombination"):
+    # the nodes launch in parallel: whichever asked second was refused
+    with pytest.raises(ProvisioningError, match=r"node [01]: EC2 refused to launch it: InvalidParameterCombination"):
         pool.open()
     # by the time the error reached the caller, everything the pool made was gone
     states = aws.states(pool.spec.pool_id)
@@ -214,9 +215,8 @@ def test_a_bootstrap_that_never_finishes_times_out_and_cleans_up(aws: AwsWorld) 
     pool = ComputePool(provider=provider, nodes=2, accelerator="T4", spot="never", display="quiet")
     with pytest.raises(ProvisioningError) as raised:
         pool.open()
-    message = str(raised.value)
-    assert "did not start its agent within bootstrap_timeout=1.5 s" in message
-    assert "get-console-output --instance-id i-" in message
+    # the pool's wait for the agents (bootstrap_timeout), the same on every cloud
+    assert "did not answer within 1.5 s" in str(raised.value)
     states = aws.states(pool.spec.pool_id)
     assert len(states) == 2 and set(states.values()) == {"terminated"}
     assert aws.security_groups(pool.spec.pool_id) == []
@@ -230,7 +230,7 @@ def test_a_failed_terminate_is_looked_at_again_and_retried(aws: AwsWorld) -> Non
     launched = len(sleeps)
     _close(driver, handles)
     assert [c.refused for c in aws.proxy.actions("TerminateInstances")] == ["InvalidNetworkInterfaceID.NotFound", None]
-    assert sleeps[launched:] == [0.5]
+    assert len(sleeps[launched:]) == 1  # one wait, after the failed call, before looking again
     states = aws.states(spec.pool_id)
     assert len(states) == 2 and set(states.values()) == {"terminated"}
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skyward.errors import ConfigurationError
-from skyward.providers.settings import ProviderSettings
+from skyward.providers.cloud.settings import CloudSettings
 
 if TYPE_CHECKING:
     from skyward_aws.endpoints import EndpointResolver
@@ -55,8 +55,8 @@ def parse_client_cidr(value: str) -> str:
     return str(network)
 
 
-@dataclass(frozen=True)
-class AWS(ProviderSettings):
+@dataclass(frozen=True, slots=True)
+class AWS(CloudSettings):
     """Run a pool's nodes on Amazon EC2.
 
     region:            the AWS region, e.g. ``"us-east-1"``.
@@ -66,15 +66,9 @@ class AWS(ProviderSettings):
                        instance profile with ``AmazonSSMManagedInstanceCore`` (which also
                        lets you ``aws ssm start-session`` into them), and the client needs
                        the ``session-manager-plugin`` executable.
-    client_address:    this machine's public IPv4 address, the only one allowed to
-                       reach the agent port (the same setting as on every provider).
-                       ``None`` (and no ``client_cidr``) discovers it when the pool starts
-                       (https://checkip.amazonaws.com).
-    client_cidr:       instead of ``client_address``, a network allowed to reach the
-                       agent port (at most /8 wide, IPv6 too). Never ``0.0.0.0/0``.
-    bootstrap_timeout: seconds to wait for every node's agent, environment build
-                       included, before the pool gives up and removes everything.
-    grace_period:      seconds an agent keeps running without hearing from its client.
+    client_cidr:       deprecated: use ``client_address`` (one host, as on every
+                       provider). Instead of it, a network allowed to reach the agent
+                       port (at most /8 wide, IPv6 too). Never ``0.0.0.0/0``.
     ami:               an explicit image id; ``None`` picks AWS's current GPU, Neuron or
                        Ubuntu image for the instance type (see ``skyward_aws.ami``).
     subnet_ids:        subnets to launch in (one VPC); ``()`` uses the region's default
@@ -85,6 +79,16 @@ class AWS(ProviderSettings):
     endpoint_resolver: how the client reaches a node's agent (see
                        ``skyward_aws.endpoints``); ``None`` uses the public address, or
                        SSM tunnels with ``use_ssm``.
+
+    The rest is every cloud's (``skyward.providers.cloud.CloudSettings``):
+    ``client_address`` (the security group admits the node ports from it only; ``None``,
+    and no ``client_cidr``, asks ``address_url`` when the pool starts), ``grace_period``,
+    ``bootstrap_timeout``, ``agent_port``, ``provision_timeout`` (for every instance to be
+    running), ``poll_interval`` (between describe calls while instances start, and between
+    checks for spot instances EC2 took away), ``address_url``, ``api_timeout`` and
+    ``api_retries`` (per boto3 call; boto3 keeps its own backoff, so ``api_backoff`` is unused
+    here) and ``reap`` (at every pool start,
+    delete what earlier pools left past their expiry).
     """
 
     region: str = "us-east-1"
@@ -108,7 +112,7 @@ class AWS(ProviderSettings):
         return None
 
     def __post_init__(self) -> None:
-        ProviderSettings.__post_init__(self)
+        CloudSettings.__post_init__(self)
         if not isinstance(self.region, str) or not _REGION_RE.match(self.region):
             raise ConfigurationError(f"AWS(region={self.region!r}) is not an AWS region name such as 'us-east-1'")
         if not isinstance(self.use_ssm, bool):

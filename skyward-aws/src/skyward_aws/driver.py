@@ -1,48 +1,37 @@
-"""``AWSDriver``: the pool's EC2 provider (see ``skyward.providers.protocol``).
+"""``AWSDriver``: EC2's verbs on the cloud template (``skyward.providers.cloud``).
 
-``validate`` checks the request and that credentials exist, touching nothing.
-``prepare`` first decides everything with read-only calls (instance type, zones, prices,
-machine image, the client's address), then makes the pool's security group and, when
-nodes need AWS access, its IAM role. ``launch`` starts one instance per node with that
-node's user-data and waits until every agent listens; on any failure it terminates every
-instance it started before the error leaves it. ``terminate`` and ``teardown`` remove
-instances, then the group and the role.
+The template owns the orchestration every cloud shares: sweep leftovers, plan, make the
+shared infrastructure, create the nodes in parallel under their spot plan, poll them
+until running, emit the lifecycle events, delete everything made when a step fails,
+terminate with verification, tear down. This module supplies what only EC2 knows: the
+offer (instance type, zones, per-zone spot prices, machine image), one node's
+``RunInstances`` round over the zones, ``DescribeInstances``, ``TerminateInstances``,
+the shared pieces (security group, an IAM role for S3 volumes and SSM), and how the
+client reaches an agent (its public address, or an SSM tunnel).
 """
 
 from __future__ import annotations
 
-import datetime
 import gzip
 import logging
 import shlex
-import socket
-import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import structlog
 
-from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
-from skyward.agent.notices import notices_dir
 from skyward.api.spec import PoolSpec
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import CapacityError, ConfigurationError, ProvisioningError, SkywardError
 from skyward.image import BootstrapContext
-from skyward.providers.cloud.naming import lifetime
-from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
-from skyward.providers.settings import NODE_TTL_MARGIN
-from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, normalize_spot, plan_markets, wants_spot
+from skyward.providers.cloud import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
+from skyward.providers.protocol import EventSink, NodeHandle
+from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, min_spot_nodes, normalize_spot, wants_spot
 from skyward_aws import ami, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
-from skyward_aws.endpoints import (
-    EndpointResolver,
-    NodeAddress,
-    PublicAddress,
-    SsmTunnels,
-    require_session_manager_plugin,
-)
+from skyward_aws.endpoints import EndpointResolver, PublicAddress, SsmTunnels, require_session_manager_plugin
 from skyward_aws.pricing import shipped_catalog
 from skyward_aws.session import Clients, explain, make_clients, new_session, require_credentials
 
@@ -59,9 +48,15 @@ log = structlog.wrap_logger(
 NODE_HOME = "/opt/skyward"
 USER_DATA_LIMIT = 16 * 1024  # EC2's limit on raw user-data
 DEFAULT_SPOT: SpotStrategy = SpotAlways()  # the seed's default: spot="always"
-PROBE_INTERVAL = 0.5
-STATE_CHECK_INTERVAL = 5.0
-TERMINATE_ATTEMPTS = 3  # a node shutting itself down can make one TerminateInstances fail
+_STATES = {
+    "pending": InstanceState.PENDING,
+    "running": InstanceState.RUNNING,
+    "stopping": InstanceState.STOPPED,
+    "stopped": InstanceState.STOPPED,
+    "shutting-down": InstanceState.GONE,
+    "terminated": InstanceState.GONE,
+}
+_FILTER_VALUES = 199  # EC2 takes at most 200 values per filter
 
 
 def node_run_dir(pool_id: str, node: int) -> str:
@@ -83,43 +78,14 @@ def encode_user_data(script: str) -> str | bytes:
     return packed
 
 
-def _endpoint_host_port(endpoint: str) -> tuple[str, int]:
-    if not endpoint.startswith("tcp://"):
-        raise ProvisioningError(f"cannot probe endpoint {endpoint!r}: only tcp:// endpoints reach cloud nodes")
-    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
-    return host.strip("[]"), int(port)
+class AWSDriver(SpotCloudProvider[AWS]):
+    """EC2 provider. ``session`` (a boto3 Session), ``discover_ip`` (the client's address
+    as a CIDR), ``clock`` and ``sleep`` are seams; by default boto3's chain,
+    ``AWS.address_url``, ``time.time`` and ``time.sleep``.
 
-
-def agent_listening(endpoint: str, timeout: float = 1.0) -> bool:
-    """Whether something accepts connections at the agent's endpoint (a bare TCP connect:
-    the agent only listens once its bootstrap is through)."""
-    host, port = _endpoint_host_port(endpoint)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-@dataclass
-class _Node:
-    index: int
-    plan: NodePlan
-    instance_id: str | None = None
-    market: Market | None = None
-    zone: str | None = None
-    address: NodeAddress | None = None
-    description: dict[str, Any] = field(default_factory=dict)
-
-
-class AWSDriver(Provider[AWS]):
-    """EC2 provider. ``session`` (a boto3 Session), ``discover_ip`` and ``sleep`` are
-    seams for callers that need them; by default boto3's chain, checkip.amazonaws.com and
-    ``time.sleep``.
-
-    Abilities: a spot market (SpotMarket, default ``Spot.Always``), two minutes' notice
-    before a reclaim (InterruptionNotices), replacement of a reclaimed node
-    (SpotReplacement), S3 volumes (VolumeMounts)."""
+    Abilities: a spot market (default ``Spot.Always``), two minutes' notice before a
+    reclaim (InterruptionNotices) besides the template's describe-based ReclaimWatch,
+    replacement of a reclaimed node (SpotReplacement), S3 volumes (VolumeMounts)."""
 
     name = "aws"
 
@@ -128,35 +94,33 @@ class AWSDriver(Provider[AWS]):
         config: AWS,
         *,
         session: Any = None,
-        discover_ip: Discover = discover_public_ip,
+        discover_ip: Discover | None = None,
+        clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(config)
+        super().__init__(config, clock=clock, sleep=sleep)
         self._session = session
         self._discover_ip = discover_ip
-        self._sleep = sleep
         self._clients: Clients | None = None
-        self._lock = threading.Lock()
         self.offer: offers.Offer | None = None
         self.image: ami.ResolvedImage | None = None
         self.network: infra.Network | None = None
-        self.client_cidr: str | None = None
         self.group_id: str | None = None
         self.role: iam.PoolRole | None = None
         self.spot_prices: dict[str, float] = {}
-        self.instance_ids: list[str] = []  # every instance this driver started, in order
-        self.terminated: set[str] = set()  # asked to terminate already (EC2 needs asking once)
+        self._profile_arn: str | None = None
         self._resolver: EndpointResolver | None = None
-        self._expires_at = ""
+        self._described: dict[str, Mapping[str, Any]] = {}  # id -> the last describe_instances item
+        self._seen: set[str] = set()  # ids describe has answered for at least once
         self._pool_id = ""
 
-    # -- validate ------------------------------------------------------------------------
-
-    def strategy(self, spec: PoolSpec) -> SpotStrategy:
-        return DEFAULT_SPOT if spec.spot is None else normalize_spot(spec.spot)
+    # -- abilities -------------------------------------------------------------------------
 
     def default_spot(self) -> SpotStrategy:
         return DEFAULT_SPOT
+
+    def strategy(self, spec: PoolSpec) -> SpotStrategy:
+        return DEFAULT_SPOT if spec.spot is None else normalize_spot(spec.spot)
 
     def mounts(self, volume: object) -> bool:
         from skyward_aws.volumes import S3Volume
@@ -165,6 +129,8 @@ class AWSDriver(Provider[AWS]):
 
     def notice_watch_step(self, notices_dir: str) -> tuple[str, str]:
         return ("spot-watch", interruption.bootstrap_step(notices_dir))
+
+    # -- validate ------------------------------------------------------------------------
 
     def validate(self, spec: PoolSpec) -> None:
         from skyward_aws import families
@@ -183,10 +149,35 @@ class AWSDriver(Provider[AWS]):
     @property
     def clients(self) -> Clients:
         if self._clients is None:
-            self._clients = make_clients(self._get_session(), self.config.region)
+            config = self.config
+            self._clients = make_clients(
+                self._get_session(), config.region, attempts=config.api_retries, timeout=config.api_timeout
+            )
         return self._clients
 
     # -- prepare -------------------------------------------------------------------------
+
+    def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self._pool_id = spec.pool_id
+        try:
+            super().prepare(spec, emit)
+        except (ClientError, BotoCoreError) as error:
+            raise explain(error, f"preparing pool {spec.pool_id} in {self.config.region}") from error
+        zones = ",".join(self.offer.zones[:3]) if self.offer else ""
+        return f"{self.config.region} ({zones})" if zones else self.config.region
+
+    def reap(self, spec: PoolSpec, emit: EventSink) -> None:
+        """What dead clients left past their expiry (``skyward_aws.resources``)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from skyward.events import Notice
+
+        try:
+            resources.sweep_at_start(self.clients, self.config.region, spec.pool_id, emit)
+        except (ClientError, BotoCoreError, SkywardError) as error:  # a safety net, not a precondition
+            emit(Notice(message=f"could not look for what earlier pools left behind: {error}"))
 
     def request_for(self, spec: PoolSpec) -> offers.Request:
         workers = spec.workers_per_node
@@ -195,11 +186,11 @@ class AWSDriver(Provider[AWS]):
             cpu=None if spec.cpu is None else spec.cpu * workers,
             memory=None if spec.memory_mb is None else spec.memory_mb * 2**20 * workers,
             machine=spec.machine,
-            needs_spot=_needs_some_spot(self.strategy(spec), spec.nodes),
+            needs_spot=min_spot_nodes(self.strategy(spec), spec.nodes) > 0,
         )
 
     def plan(self, spec: PoolSpec, emit: EventSink) -> offers.Offer:
-        """Everything decided before anything is made (read-only calls only)."""
+        """The instance type, its zones and prices, and the machine image (read-only calls)."""
         from skyward.accelerators import current_catalog
         from skyward.events import Notice
 
@@ -231,10 +222,6 @@ class AWSDriver(Provider[AWS]):
             self.image = ami.resolve_image(
                 ec2, self.clients.ssm, ami.image_kind(chosen.device_vendor), chosen.architecture
             )
-        if self.config.use_ssm:
-            self.client_cidr = None  # nothing is opened to the outside
-        else:
-            self.client_cidr = self.config.ingress_cidr or self._discover_ip()
         log.info(
             "aws plan",
             pool=spec.pool_id,
@@ -242,36 +229,52 @@ class AWSDriver(Provider[AWS]):
             zones=list(chosen.zones),
             image=self.image.image_id,
             image_from=self.image.how,
-            client_cidr=self.client_cidr,
         )
         return chosen
 
-    def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
-        from botocore.exceptions import BotoCoreError, ClientError
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+        chosen = self.plan(spec, emit)
+        return Offer(
+            instance_type=chosen.name,
+            region=self.config.region,
+            price_on_demand=chosen.instance.on_demand_price,
+            price_spot=chosen.instance.spot_price,
+            spot_available=chosen.supports_spot,
+        )
 
-        self._pool_id = spec.pool_id
-        now = datetime.datetime.now(datetime.UTC)
-        self._expires_at = infra.expiry(now, lifetime(spec.timeout, self.config.bootstrap_timeout, NODE_TTL_MARGIN))
-        try:
-            resources.sweep_at_start(self.clients, self.config.region, spec.pool_id, emit)  # what dead clients left
-            self.plan(spec, emit)
-            assert self.network is not None
-            tags = infra.pool_tags(spec.pool_id, self._expires_at, name=f"skyward-{spec.pool_id}")
-            self.group_id = infra.create_security_group(
-                self.clients.ec2,
-                pool_id=spec.pool_id,
-                vpc_id=self.network.vpc_id,
-                client_cidr=self.client_cidr,
-                ports=node_ports(DEFAULT_AGENT_PORT, spec.workers_per_node),
-                tags=tags,
-            )
-            plan = self._role_plan(spec)
-            if plan.needed and self.config.instance_profile is None:
-                self.role = iam.PoolRole.create(self.clients.iam, f"skyward-{spec.pool_id}", plan, tags)
-        except (ClientError, BotoCoreError) as error:
-            raise explain(error, f"preparing pool {spec.pool_id} in {self.config.region}") from error
-        zones = ",".join(self.offer.zones[:3]) if self.offer else ""
-        return f"{self.config.region} ({zones})" if zones else self.config.region
+    def ingress_source(self) -> str:
+        """``client_cidr`` (deprecated), ``client_address``, or the discovered address;
+        ``""`` with ``use_ssm``: the group admits nothing from outside, nothing is asked."""
+        config = self.config
+        if config.use_ssm:
+            return ""
+        if config.ingress_cidr is not None:
+            return config.ingress_cidr
+        if self._discover_ip is not None:
+            return self._discover_ip()
+        return discover_public_ip(config.address_url, config.api_timeout)
+
+    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: EventSink) -> None:
+        """The pool's security group (the node ports from ``labels.client_cidr`` only, all
+        traffic between the pool's nodes) and, when S3 volumes or SSM need one, its IAM role."""
+        assert self.network is not None
+        tags = infra.pool_tags(spec.pool_id, infra.expiry_tag(labels.expires), name=f"skyward-{spec.pool_id}")
+        self.group_id = infra.create_security_group(
+            self.clients.ec2,
+            pool_id=spec.pool_id,
+            vpc_id=self.network.vpc_id,
+            client_cidr=labels.client_cidr or None,
+            ports=labels.ports,
+            tags=tags,
+        )
+        plan = self._role_plan(spec)
+        if plan.needed and self.config.instance_profile is None:
+            self.role = iam.PoolRole.create(self.clients.iam, f"skyward-{spec.pool_id}", plan, tags)
+        if self.role is not None:
+            self._profile_arn = self.role.arn
+        elif self.config.instance_profile is not None:
+            profile = self.clients.iam.get_instance_profile(InstanceProfileName=self.config.instance_profile)
+            self._profile_arn = str(profile["InstanceProfile"]["Arn"])
 
     def _role_plan(self, spec: PoolSpec) -> iam.RolePlan:
         from skyward_aws.volumes import S3Volume, partition, policy_statements
@@ -282,334 +285,203 @@ class AWSDriver(Provider[AWS]):
                 statements += policy_statements(volume, self.config.region)
         return iam.plan_role(statements, self.config.use_ssm, partition(self.config.region))
 
-    def _instance_profile_arn(self) -> str | None:
-        if self.role is not None:
-            return self.role.arn
-        if self.config.instance_profile is not None:
-            profile = self.clients.iam.get_instance_profile(InstanceProfileName=self.config.instance_profile)
-            return str(profile["InstanceProfile"]["Arn"])
-        return None
+    # -- the node's script ------------------------------------------------------------------
 
-    # -- launch --------------------------------------------------------------------------
+    def run_dir(self, spec: PoolSpec, node: int) -> str:
+        return node_run_dir(spec.pool_id, node)
 
-    def resolver(self, spec: PoolSpec) -> EndpointResolver:
-        if self._resolver is None:
-            if self.config.endpoint_resolver is not None:
-                self._resolver = self.config.endpoint_resolver
-            elif self.config.use_ssm:
-                self._resolver = SsmTunnels(self.clients.ssm, self.config.region, workers=spec.workers_per_node)
-            else:
-                self._resolver = PublicAddress()
-        return self._resolver
+    def instance_name(self, spec: PoolSpec, node: int) -> str:
+        return f"skyward-{spec.pool_id}-node-{node}"
 
-    def bootstrap_context(self, spec: PoolSpec, node: _Node, run_dir: str) -> BootstrapContext:
-        from skyward.bootstrap import client_requirements
-
-        core, pinned = client_requirements()
-        # the region for AWS tools on the node (mount-s3 for volumes, the SDKs); the pool
-        # appends the volumes' own mount steps after these
+    def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
+        """The template's (with the spot watcher on spot nodes), after the region for AWS
+        tools on the node (mount-s3 for volumes, the SDKs); environments under NODE_HOME."""
+        context = super().bootstrap_context(spec, market, run_dir, node)
         region = shlex.quote(self.config.region)
-        steps = [("region", f"export AWS_REGION={region} AWS_DEFAULT_REGION={region}")]
-        if node.plan.market is Market.SPOT:
-            steps.append(self.notice_watch_step(notices_dir(run_dir, node.index)))
-        return BootstrapContext(
-            local=False,
-            python_executable=None,
-            skyward_requirement=core,
-            pinned=tuple(pinned),
-            extra_steps=tuple(steps),
-            home=NODE_HOME,
+        step = ("region", f"export AWS_REGION={region} AWS_DEFAULT_REGION={region}")
+        return replace(context, extra_steps=(step, *context.extra_steps), home=NODE_HOME)
+
+    # -- the verbs ---------------------------------------------------------------------------
+
+    def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
+        """One RunInstances round over the offer's zones (``launch.launch_in_zones``)."""
+        offer, image, network, group_id = self.offer, self.image, self.network, self.group_id
+        assert offer is not None and image is not None and network is not None and group_id is not None
+        body = encode_user_data(request.script)
+        tags = infra.pool_tags(spec.pool_id, infra.expiry_tag(labels.expires), name=request.name)
+        tags.append({"Key": infra.TAG_NODE, "Value": str(request.node)})
+
+        def run_once(zone: str) -> Mapping[str, Any]:
+            arguments = launch.run_instances_request(
+                image_id=image.image_id,
+                instance_type=offer.name,
+                user_data=body,
+                subnet_id=network.subnets[zone],
+                group_id=group_id,
+                market=request.market,
+                tags=tags,
+                # a public address even with SSM: in a default VPC it is the node's only way
+                # out (to the package index, S3 and SSM itself); the group admits nothing
+                public_ip=True,
+                instance_profile_arn=self._profile_arn,
+            )
+            instance: Mapping[str, Any] = self.clients.launch.run_instances(**arguments)["Instances"][0]
+            return instance
+
+        instance, zone = launch.launch_in_zones(
+            request.node, request.market, list(offer.zones), run_once, sleep=self._sleep
         )
-
-    def render_user_data(self, spec: PoolSpec, user_data: UserDataFactory, node: _Node) -> str | bytes:
-        run_dir = node_run_dir(spec.pool_id, node.index)
-        context = self.bootstrap_context(spec, node, run_dir)
-        script = user_data(
-            node.index,
-            f"tcp://0.0.0.0:{DEFAULT_AGENT_PORT}",
-            context,
-            run_dir=run_dir,
-            visible_devices=[None] * spec.workers_per_node,
+        instance_id = str(instance["InstanceId"])
+        log.info(
+            "aws instance launched",
+            pool=spec.pool_id,
+            node=request.node,
+            instance=instance_id,
+            market=request.market.value,
+            zone=zone,
         )
-        return encode_user_data(script)
+        return instance_id
 
-    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        from skyward.events import InstanceLaunching
+    def is_capacity_refusal(self, error: Exception) -> bool:
+        return isinstance(error, CapacityError)
 
-        assert self.offer is not None, "prepare() first"
-        emit(InstanceLaunching(count=spec.nodes, instance_type=self.offer.name, provider="aws"))
-        plans = plan_markets(self.strategy(spec), spec.nodes)
-        nodes = [_Node(index=p.node, plan=p) for p in plans]
-        try:
-            return self._start(spec, nodes, user_data, emit)
-        except BaseException as error:
-            self._terminate_started()
-            if isinstance(error, Exception) and not isinstance(error, ConfigurationError | ProvisioningError):
-                raise explain(error, f"launching pool {spec.pool_id}") from error
-            raise
+    def explain_create_failure(self, error: Exception, market: Market, created: int, total: int) -> Exception:
+        from botocore.exceptions import BotoCoreError, ClientError
 
-    def replaces_interrupted(self, spec: PoolSpec) -> bool:
-        """Whether a reclaimed spot node gets a replacement: under Spot.Always, where the
-        pool must run on spot at full size."""
-        return isinstance(self.strategy(spec), SpotAlways)
-
-    def replace(self, spec: PoolSpec, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
-        """Start a new instance for node ``handle.node`` (after its spot instance was
-        reclaimed), with the same market plan, and return it once its agent listens."""
-        plans = plan_markets(self.strategy(spec), spec.nodes)
-        node = _Node(index=handle.node, plan=plans[handle.node])
-        before = len(self.instance_ids)
-        try:
-            return self._start(spec, [node], user_data, emit)[0]
-        except BaseException:
-            self._terminate(self.instance_ids[before:])
-            raise
-
-    def _start(
-        self, spec: PoolSpec, nodes: list[_Node], user_data: UserDataFactory, emit: EventSink
-    ) -> list[NodeHandle]:
-        from skyward.events import Notice
-
-        assert self.offer is not None and self.image is not None and self.network is not None
-        assert self.group_id is not None
-        profile_arn = self._instance_profile_arn()
-        # a public address even with SSM: in a default VPC it is the node's only way out (to
-        # the package index, S3 and SSM itself); the security group admits nothing from it
-        public_ip = True
-        for node in nodes:
-            body = self.render_user_data(spec, user_data, node)
-            tags = infra.pool_tags(spec.pool_id, self._expires_at, name=f"skyward-{spec.pool_id}-node-{node.index}")
-            tags.append({"Key": infra.TAG_NODE, "Value": str(node.index)})
-
-            def run_once(
-                market: Market, zone: str, body: str | bytes = body, tags: list[dict[str, str]] = tags
-            ) -> dict[str, Any]:
-                assert self.offer is not None and self.image is not None and self.network is not None
-                assert self.group_id is not None
-                request = launch.run_instances_request(
-                    image_id=self.image.image_id,
-                    instance_type=self.offer.name,
-                    user_data=body,
-                    subnet_id=self.network.subnets[zone],
-                    group_id=self.group_id,
-                    market=market,
-                    tags=tags,
-                    public_ip=public_ip,
-                    instance_profile_arn=profile_arn,
+        if isinstance(error, ClientError | BotoCoreError):
+            error = explain(error, f"launching pool {self._pool_id}")
+        if isinstance(error, CapacityError) and error.node is not None and error.node < len(self._plans):
+            plan = self._plans[error.node]
+            if market is Market.SPOT:
+                tries = plan.retries + 1
+                error = ProvisioningError(
+                    f"node {error.node}: no spot capacity after {tries} round{'s' if tries > 1 else ''} {error}. "
+                    "Try again later, another instance type or region, or spot='if-available' to fall back to "
+                    "on-demand"
                 )
-                instance: dict[str, Any] = self.clients.launch.run_instances(**request)["Instances"][0]
-                with self._lock:
-                    self.instance_ids.append(str(instance["InstanceId"]))
-                return instance
+            else:
+                error = ProvisioningError(
+                    f"node {error.node}: no on-demand capacity {error}; try another instance type or region"
+                )
+        return super().explain_create_failure(error, market, created, total)
 
-            launched = launch.launch_node(
-                node.plan, list(self.offer.zones), run_once, notice=lambda m: emit(Notice(message=m)), sleep=self._sleep
-            )
-            node.instance_id = str(launched.instance["InstanceId"])
-            node.market, node.zone = launched.market, launched.zone
-            log.info(
-                "aws instance launched",
-                pool=spec.pool_id,
-                node=node.index,
-                instance=node.instance_id,
-                market=launched.market.value,
-                zone=launched.zone,
-            )
-        self._await_running(nodes)
-        for node in nodes:
-            node.address = self.resolver(spec).resolve(node.description)
-            self._emit_provisioned(node, emit)
-        self._await_agents(spec, nodes)
-        return [self._handle(node) for node in nodes]
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        """By an instance-id filter, which omits an id EC2 does not know yet (its API is
+        eventually consistent) instead of failing the call: one never seen is still
+        pending, one seen before and now missing is gone."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
-    def _describe(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        for page in self.clients.ec2.get_paginator("describe_instances").paginate(InstanceIds=list(instance_ids)):
-            for reservation in page["Reservations"]:
-                for instance in reservation["Instances"]:
-                    found[instance["InstanceId"]] = instance
+        ids = list(dict.fromkeys(instance_ids))
+        found: dict[str, Instance] = {}
+        try:
+            for start in range(0, len(ids), _FILTER_VALUES):
+                filters = [{"Name": "instance-id", "Values": ids[start : start + _FILTER_VALUES]}]
+                for page in self.clients.ec2.get_paginator("describe_instances").paginate(Filters=filters):
+                    for reservation in page["Reservations"]:
+                        for item in reservation["Instances"]:
+                            found[str(item["InstanceId"])] = self._instance(item)
+        except (ClientError, BotoCoreError) as error:
+            raise explain(error, f"describing pool {self._pool_id}'s instances") from error
+        with self._lock:
+            self._seen.update(found)
+            for instance_id in ids:
+                if instance_id not in found and instance_id not in self._seen:
+                    found[instance_id] = Instance(instance_id, InstanceState.PENDING, status="not yet listed")
         return found
 
-    def _await_running(self, nodes: list[_Node]) -> None:
-        ids = [n.instance_id for n in nodes if n.instance_id is not None]
-        deadline = time.monotonic() + self.config.bootstrap_timeout
-        while True:
-            described = self._describe(ids)
-            pending = []
-            for node in nodes:
-                instance = described.get(node.instance_id or "", {})
-                state = instance.get("State", {}).get("Name", "unknown")
-                if state in ("shutting-down", "terminated", "stopping", "stopped"):
-                    reason = instance.get("StateReason", {}).get("Message", "no reason given")
-                    raise ProvisioningError(
-                        f"node {node.index} ({node.instance_id}) went {state} while starting: {reason}"
-                    )
-                if state != "running":
-                    pending.append(node.index)
-                node.description = instance
-            if not pending:
-                return
-            if time.monotonic() > deadline:
-                raise ProvisioningError(
-                    f"nodes {pending} were not running within bootstrap_timeout={self.config.bootstrap_timeout:g} s"
-                )
-            self._sleep(2.0)
-
-    def _emit_provisioned(self, node: _Node, emit: EventSink) -> None:
-        from skyward.events import BootstrapStarting, InstanceProvisioned
-
-        assert self.offer is not None and node.address is not None and node.instance_id is not None
-        spot = node.market is Market.SPOT
-        emit(
-            InstanceProvisioned(
-                instance_id=node.instance_id,
-                node=node.index,
-                spot=spot,
-                provider="aws",
-                ip=node.address.ip,
-                instance_type=self.offer.name,
-                price_on_demand=self.offer.instance.on_demand_price or None,
-                price_spot=self._spot_price(node) if spot else None,
-            )
-        )
-        emit(BootstrapStarting(instance_id=node.instance_id))
-
-    def _spot_price(self, node: _Node) -> float | None:
-        if node.zone in self.spot_prices:
-            return self.spot_prices[node.zone]
-        return self.offer.instance.spot_price if self.offer else None
-
-    def _await_agents(self, spec: PoolSpec, nodes: list[_Node]) -> None:
-        """Wait until every agent listens; fail fast when an instance dies meanwhile. The
-        pool says BootstrapCompleted once it has the agent's hello (with the steps it took)."""
-        waiting = {n.index: n for n in nodes}
-        deadline = time.monotonic() + self.config.bootstrap_timeout
-        next_state_check = time.monotonic() + STATE_CHECK_INTERVAL
-        while waiting:
-            for index, node in list(waiting.items()):
-                assert node.address is not None and node.instance_id is not None
-                if agent_listening(node.address.endpoint):
-                    del waiting[index]
-            if not waiting:
-                return
-            now = time.monotonic()
-            if now > deadline:
-                late = sorted(waiting.values(), key=lambda n: n.index)
-                names = ", ".join(f"node {n.index} ({n.instance_id})" for n in late)
-                first = late[0].instance_id
-                machine = self.offer.name if self.offer else "instance"
-                image = self.image.image_id if self.image else "?"
-                raise ProvisioningError(
-                    f"{names} did not start its agent within bootstrap_timeout={self.config.bootstrap_timeout:g} s "
-                    f"({machine}, image {image}): "
-                    "the bootstrap failed or is still building the environment. Every instance of the pool has "
-                    "been terminated. To see why, read a node's console output while EC2 keeps it: "
-                    f"aws ec2 get-console-output --instance-id {first} --region {self.config.region}; "
-                    "for slow environments raise AWS(bootstrap_timeout=...)"
-                )
-            if now >= next_state_check:
-                next_state_check = now + STATE_CHECK_INTERVAL
-                described = self._describe([n.instance_id for n in waiting.values() if n.instance_id])
-                for node in waiting.values():
-                    state = described.get(node.instance_id or "", {}).get("State", {}).get("Name")
-                    if state in ("shutting-down", "terminated", "stopping", "stopped"):
-                        reason = described[node.instance_id or ""].get("StateReason", {}).get("Message", "")
-                        raise ProvisioningError(
-                            f"node {node.index} ({node.instance_id}) went {state} during its bootstrap: {reason}"
-                        )
-            self._sleep(PROBE_INTERVAL)
-
-    def _handle(self, node: _Node) -> NodeHandle:
-        assert self.offer is not None and node.address is not None and node.instance_id is not None
-        spot = node.market is Market.SPOT
-        extra = [("zone", node.zone or ""), ("image", self.image.image_id if self.image else "")]
-        return NodeHandle(
-            node=node.index,
-            instance_id=node.instance_id,
-            endpoint=node.address.endpoint,
-            instance_type=self.offer.name,
-            spot=spot,
-            ip=node.address.ip,
-            private_ip=node.address.private_ip,
-            price_on_demand=self.offer.instance.on_demand_price,
-            price_spot=self._spot_price(node) if spot else None,
-            extra=tuple(extra),
-        )
-
-    # -- terminate / teardown ------------------------------------------------------------
-
-    def _still_alive(self, instance_ids: Sequence[str]) -> list[str]:
-        """Which of these instances are not yet terminated or terminating (a node may have
-        ended itself: TTL, spot reclaim)."""
-        described = self._describe(instance_ids)
-        gone = ("shutting-down", "terminated")
-        return [i for i in instance_ids if i in described and described[i]["State"]["Name"] not in gone]
-
-    def _terminate(self, instance_ids: Sequence[str]) -> None:
+    def _instance(self, item: Mapping[str, Any]) -> Instance:
+        instance_id = str(item["InstanceId"])
         with self._lock:
-            ids = sorted(set(instance_ids) - self.terminated)
-        if not ids:
-            return
+            self._described[instance_id] = item
+        status = str(item.get("State", {}).get("Name", "unknown"))
+        if status in ("stopping", "stopped", "shutting-down", "terminated"):
+            reason = item.get("StateReason", {}).get("Message")
+            status = f"{status}: {reason}" if reason else status
+        zone = str(item.get("Placement", {}).get("AvailabilityZone", ""))
+        spot = item.get("InstanceLifecycle") == "spot"
+        return Instance(
+            instance_id,
+            _STATES.get(str(item.get("State", {}).get("Name")), InstanceState.PENDING),
+            ip=item.get("PublicIpAddress") or item.get("PrivateIpAddress"),
+            private_ip=item.get("PrivateIpAddress"),
+            status=status,
+            price_spot=self.spot_prices.get(zone) if spot else None,
+            extra=(("zone", zone), ("image", self.image.image_id if self.image else "")),
+        )
+
+    def endpoint(self, instance: Instance) -> str:
+        """Through the endpoint resolver: the public address, an SSM tunnel, or the
+        caller's own (``AWS(endpoint_resolver=...)``)."""
+        with self._lock:
+            item = self._described[instance.id]
+        return self.resolver().resolve(item).endpoint
+
+    def resolver(self) -> EndpointResolver:
+        if self._resolver is None:
+            config = self.config
+            if config.endpoint_resolver is not None:
+                self._resolver = config.endpoint_resolver
+            elif config.use_ssm:
+                workers = self._labels.ports[1] - self._labels.ports[0] if self._labels else 1
+                self._resolver = SsmTunnels(self.clients.ssm, config.region, port=config.agent_port, workers=workers)
+            else:
+                self._resolver = PublicAddress(port=config.agent_port)
+        return self._resolver
+
+    def delete(self, instance_ids: Sequence[str]) -> None:
+        """TerminateInstances (EBS volumes go with them: DeleteOnTermination)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
-            for attempt in range(TERMINATE_ATTEMPTS):
-                ids = self._still_alive(ids)
-                if not ids:
-                    return
-                try:
-                    self.clients.ec2.terminate_instances(InstanceIds=ids)
-                    break
-                except Exception:
-                    # A node that shuts itself down (its agent exited, TTL) races this call;
-                    # what matters is whether any is still alive, so look again.
-                    if attempt == TERMINATE_ATTEMPTS - 1:
-                        raise
-                    self._sleep(0.5 * (attempt + 1))
-            with self._lock:
-                self.terminated.update(ids)
-            log.info("aws instances terminated", pool=self._pool_id, instances=ids)
-        except Exception as error:
-            log.error("aws terminate failed", pool=self._pool_id, instances=ids, error=str(error))
-            raise ProvisioningError(
-                f"could not terminate {', '.join(ids)}: {error}. Terminate them yourself: "
-                f"aws ec2 terminate-instances --region {self.config.region} --instance-ids {' '.join(ids)}"
-            ) from error
+            self.clients.ec2.terminate_instances(InstanceIds=list(instance_ids))
+        except (ClientError, BotoCoreError) as error:
+            # a node shutting itself down (TTL, lost client) races this call; the template
+            # describes them again and retries what still lives
+            raise explain(error, f"terminating {', '.join(instance_ids)}") from error
+        log.info("aws instances terminated", pool=self._pool_id, instances=list(instance_ids))
 
-    def _terminate_started(self) -> None:
-        with self._lock:
-            ids = list(self.instance_ids)
-        self._terminate(ids)
+    def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
+        return (
+            f"Terminate them yourself: aws ec2 terminate-instances --region {self.config.region} "
+            f"--instance-ids {' '.join(instance_ids)}"
+        )
+
+    def listed(self) -> list[str]:
+        if not self._pool_id:
+            return []
+        filters = [{"Name": f"tag:{infra.TAG_POOL}", "Values": [self._pool_id]}]
+        found = []
+        for page in self.clients.ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page["Reservations"]:
+                for item in reservation["Instances"]:
+                    if _STATES.get(str(item["State"]["Name"])) is not InstanceState.GONE:
+                        found.append(str(item["InstanceId"]))
+        return found
 
     def terminate(self, nodes: Sequence[NodeHandle]) -> None:
-        """Terminate every instance this driver started (the pool's nodes and any left
-        from a failed start), and close the endpoints' tunnels."""
+        """The template's verified terminate, then the endpoints' tunnels closed."""
         try:
-            with self._lock:
-                ids = [*self.instance_ids, *(n.instance_id for n in nodes)]
-            self._terminate(ids)
+            super().terminate(nodes)
         finally:
             if self._resolver is not None:
                 self._resolver.close()
 
-    def teardown(self) -> None:
-        """Remove the security group and the role (waiting for instances to let go)."""
-        errors: list[BaseException] = []
+    def delete_infrastructure(self) -> list[str]:
+        """The security group (waiting for instances to let go of it), then the role."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        failures: list[str] = []
         if self.group_id is not None:
             try:
                 infra.delete_security_group(self.clients.ec2, self.group_id, sleep=self._sleep)
                 self.group_id = None
-            except BaseException as error:
-                errors.append(error)
+            except (SkywardError, OSError) as error:
+                failures.append(str(error))
         if self.role is not None:
+            role = self.role
             try:
-                self.role.delete(self.clients.iam)
+                role.delete(self.clients.iam)
                 self.role = None
-            except BaseException as error:
-                errors.append(error)
-        if errors:
-            raise errors[0]
-
-
-def _needs_some_spot(strategy: SpotStrategy, nodes: int) -> bool:
-    from skyward.spot import min_spot_nodes
-
-    return min_spot_nodes(strategy, nodes) > 0
+            except (ClientError, BotoCoreError, SkywardError) as error:
+                failures.append(f"IAM role {role.name}: {error}")
+        return failures

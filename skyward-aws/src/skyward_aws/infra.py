@@ -29,6 +29,11 @@ def expiry(now: datetime.datetime, seconds: float) -> str:
     return moment.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def expiry_tag(expires: int) -> str:
+    """A Unix time (``Labels.expires``) as the expiry tag holds it: ISO 8601 UTC."""
+    return expiry(datetime.datetime.fromtimestamp(expires, datetime.UTC), 0)
+
+
 def pool_tags(pool_id: str, expires_at: str, name: str | None = None) -> list[dict[str, str]]:
     """The tags every resource of a pool carries, so anything left behind can be found
     (``aws ec2 describe-instances --filters Name=tag:skyward:pool-id,Values=...``)."""

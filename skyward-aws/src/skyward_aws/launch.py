@@ -3,8 +3,9 @@
 Spot strategies become a per-node plan (pure ``skyward.spot.plan_markets``):
 
 * ``Spot.Always(retries, interval)``: every node spot. A launch refused for capacity
-  tries the other zones, then waits ``interval`` seconds and tries again, up to
-  ``retries`` times, then the pool fails (and removes what it made).
+  tries the other zones (one round, :func:`launch_in_zones`); the cloud template then
+  waits ``interval`` seconds and tries another round, up to ``retries`` times, then the
+  pool fails (and removes what it made).
 * ``Spot.IfAvailable()``: every node tries spot in every zone once; a node that gets
   no spot capacity runs on-demand (and the user is told).
 * ``Spot.Never``: every node on-demand.
@@ -21,11 +22,10 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from skyward.errors import ProvisioningError
-from skyward.spot import Market, NodePlan
+from skyward.errors import CapacityError, ProvisioningError
+from skyward.spot import Market
 
 
 class Refusal(enum.Enum):
@@ -108,69 +108,44 @@ def run_instances_request(
     return request
 
 
-RunOnce = Callable[[Market, str], Mapping[str, Any]]  # (market, zone) -> the instance
+RunOnce = Callable[[str], Mapping[str, Any]]  # zone -> the instance
 
 
-@dataclass(frozen=True, slots=True)
-class Launched:
-    instance: Mapping[str, Any]
-    market: Market
-    zone: str
-
-
-def launch_node(
-    plan: NodePlan,
+def launch_in_zones(
+    node: int,
+    market: Market,
     zones: Sequence[str],
     run: RunOnce,
     *,
-    notice: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
     propagation_timeout: float = 90.0,
-) -> Launched:
-    """Launch one node by its plan: every zone in turn, then retries, then fallback."""
+) -> tuple[Mapping[str, Any], str]:
+    """One round: every zone in turn (starting at a different zone per node, which
+    spreads a pool across zones) until one takes the node; returns the instance and its
+    zone. When every zone refuses for capacity, a CapacityError: the cloud template
+    retries the round or falls back to on-demand, as the node's spot plan says."""
     from botocore.exceptions import ClientError
 
     if not zones:
-        raise ProvisioningError(f"node {plan.node}: no zone with a subnet offers this instance type")
-    market = plan.market
-    rounds = 0
+        raise ProvisioningError(f"node {node}: no zone with a subnet offers this instance type")
     propagation_deadline = time.monotonic() + propagation_timeout
-    # start at a different zone per node, which spreads a pool across zones
-    order = [zones[(plan.node + i) % len(zones)] for i in range(len(zones))]
-    while True:
-        refusals: list[str] = []
-        index = 0
-        while index < len(order):
-            zone = order[index]
-            try:
-                return Launched(run(market, zone), market, zone)
-            except ClientError as error:
-                code = error.response["Error"]["Code"]
-                message = error.response["Error"].get("Message", "")
-                kind = classify(code, message)
-                if kind is Refusal.PROPAGATING and time.monotonic() < propagation_deadline:
-                    sleep(3.0)  # IAM is eventually consistent: a new profile takes seconds to appear
-                    continue
-                if kind in (Refusal.FATAL, Refusal.PROPAGATING):
-                    raise ProvisioningError(f"node {plan.node}: EC2 refused to launch it: {code}: {message}") from error
-                refusals.append(f"{zone}: {code}")
-            index += 1
-        summary = "; ".join(refusals)
-        if market is Market.SPOT:
-            if rounds < plan.retries:
-                rounds += 1
-                sleep(plan.interval)
+    order = [zones[(node + i) % len(zones)] for i in range(len(zones))]
+    refusals: list[str] = []
+    index = 0
+    while index < len(order):
+        zone = order[index]
+        try:
+            return run(zone), zone
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            message = error.response["Error"].get("Message", "")
+            kind = classify(code, message)
+            if kind is Refusal.PROPAGATING and time.monotonic() < propagation_deadline:
+                sleep(3.0)  # IAM is eventually consistent: a new profile takes seconds to appear
                 continue
-            if plan.fallback:
-                notice(f"node {plan.node}: no spot capacity ({summary}); running it on-demand")
-                market, rounds = Market.ON_DEMAND, 0
-                continue
-            tries = plan.retries + 1
-            raise ProvisioningError(
-                f"node {plan.node}: no spot capacity after {tries} round{'s' if tries > 1 else ''} over "
-                f"{len(order)} zone{'s' if len(order) > 1 else ''} ({summary}). Try again later, another "
-                "instance type or region, or spot='if-available' to fall back to on-demand"
-            )
-        raise ProvisioningError(
-            f"node {plan.node}: no on-demand capacity ({summary}); try another instance type or region"
-        )
+            if kind in (Refusal.FATAL, Refusal.PROPAGATING):
+                raise ProvisioningError(f"node {node}: EC2 refused to launch it: {code}: {message}") from error
+            refusals.append(f"{zone}: {code}")
+        index += 1
+    plural = "s" if len(order) > 1 else ""
+    raise CapacityError(f"over {len(order)} zone{plural} ({'; '.join(refusals)})", node=node, market=market.value)

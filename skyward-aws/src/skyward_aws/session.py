@@ -55,11 +55,18 @@ class Clients:
     launch: Any  # EC2 without botocore's own retries: the spot strategy decides
 
 
-def make_clients(session: Any, region: str) -> Clients:
+def make_clients(session: Any, region: str, *, attempts: int = 5, timeout: float = 60.0) -> Clients:
+    """Clients whose calls try ``attempts`` times (botocore's standard retry mode and its
+    backoff) and may take ``timeout`` seconds: ``AWS(api_retries=..., api_timeout=...)``."""
     from botocore.config import Config
 
-    standard = Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=10, read_timeout=60)
-    single = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=60)
+    connect = min(10.0, timeout)
+    standard = Config(
+        retries={"mode": "standard", "total_max_attempts": attempts}, connect_timeout=connect, read_timeout=timeout
+    )
+    single = Config(
+        retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=connect, read_timeout=timeout
+    )
     return Clients(
         ec2=session.client("ec2", region_name=region, config=standard),
         ssm=session.client("ssm", region_name=region, config=standard),

@@ -15,6 +15,17 @@ class ProvisioningError(SkywardError):
     """A provider could not provide, bootstrap or reach the requested nodes."""
 
 
+class CapacityError(ProvisioningError):
+    """The provider has no capacity for a node right now (its market, its zones): the
+    cloud template retries or falls back to on-demand as the node's spot plan says.
+    ``node`` and ``market`` ("spot", "on-demand") say which request was refused."""
+
+    def __init__(self, message: str, *, node: int | None = None, market: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+        self.market = market
+
+
 class VersionMismatchError(ProvisioningError):
     """Client and worker disagree on Python minor version or cloudpickle version."""
 

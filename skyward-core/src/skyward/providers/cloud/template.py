@@ -71,7 +71,9 @@ class InstanceState(Enum):
 class Instance:
     """One describe answer. ``status`` is the provider's own word, for messages. ``ports``
     maps a container port to the host port that reaches it, for clouds that hand out
-    containers behind a port mapping (empty: the instance's own ports)."""
+    containers behind a port mapping (empty: the instance's own ports). ``price_spot``
+    is what this spot instance pays where the market prices each place apart (EC2's
+    per-zone spot prices; ``None``: the offer's price); ``extra`` goes into its handle."""
 
     id: str
     state: InstanceState
@@ -79,6 +81,8 @@ class Instance:
     private_ip: str | None = None
     status: str = ""
     ports: Mapping[int, int] = field(default_factory=dict)
+    price_spot: float | None = None
+    extra: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ class Labels:
 
     pool_id: str
     expires: int  # Unix time (skyward.providers.cloud.naming.expiry)
-    client_cidr: str  # the only source the node ports admit
+    client_cidr: str  # the only source the node ports admit ("": none from outside, see ingress_source)
     ports: tuple[int, int]  # the agent's port, then one per worker
 
 
@@ -235,6 +239,12 @@ class CloudProvider(Provider[CS]):
         config = self.config
         return client_address(config.client_address, config.address_url, config.api_timeout, type(config).__name__)
 
+    def ingress_source(self) -> str:
+        """The CIDR the node ports admit (``Labels.client_cidr``): the client's address as
+        one host. A driver that reaches its nodes another way (AWS's SSM tunnels) returns
+        ``""``, and its firewall admits nothing from outside."""
+        return firewall_source(self.client_address())
+
     def strategy(self, spec: PoolSpec) -> SpotStrategy | None:
         """No spot market here: every node on-demand (the pool has already refused what
         needs spot nodes, and said so for ``if-available``)."""
@@ -262,7 +272,7 @@ class CloudProvider(Provider[CS]):
         self._labels = Labels(
             pool_id=spec.pool_id,
             expires=expiry(self._clock(), spec.timeout, config.bootstrap_timeout, NODE_TTL_MARGIN),
-            client_cidr=firewall_source(self.client_address()),
+            client_cidr=self.ingress_source(),
             ports=node_ports(config.agent_port, spec.workers_per_node),
         )
         self.create_infrastructure(spec, offer, self._labels, emit)
@@ -369,6 +379,7 @@ class CloudProvider(Provider[CS]):
                 if instance.state is not InstanceState.RUNNING or not instance.ip:
                     continue
                 spot = item.market is Market.SPOT
+                price_spot = offer.price_spot if instance.price_spot is None else instance.price_spot
                 handle = NodeHandle(
                     node=item.request.node,
                     instance_id=item.instance_id,
@@ -378,8 +389,8 @@ class CloudProvider(Provider[CS]):
                     ip=instance.ip,
                     private_ip=instance.private_ip or instance.ip,
                     price_on_demand=offer.price_on_demand,
-                    price_spot=offer.price_spot,
-                    extra=(("name", item.request.name), ("region", offer.region)),
+                    price_spot=price_spot,
+                    extra=(("name", item.request.name), ("region", offer.region), *instance.extra),
                 )
                 handles[handle.node] = handle
                 with self._lock:
@@ -388,7 +399,7 @@ class CloudProvider(Provider[CS]):
                     InstanceProvisioned(
                         instance_id=handle.instance_id, node=handle.node, spot=spot, provider=self.name,
                         ip=instance.ip, instance_type=offer.instance_type, price_on_demand=offer.price_on_demand,
-                        price_spot=offer.price_spot,
+                        price_spot=price_spot,
                     )
                 )  # fmt: skip
                 emit(BootstrapStarting(instance_id=handle.instance_id))
