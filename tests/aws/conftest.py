@@ -28,7 +28,8 @@ REGION = "us-east-1"
 # Recognisable fake credentials: tests search user-data, node logs and our logs for them.
 FIXTURE_KEY_ID = "AKIASKYWARDFIXTURE7Q"
 FIXTURE_SECRET = "skywardFixtureSecret/NeverOnANode+0123456789ab"
-CLIENT_CIDR = "203.0.113.7/32"  # TEST-NET-3: documentation addresses, never routed
+CLIENT_ADDRESS = "203.0.113.7"  # TEST-NET-3: documentation addresses, never routed
+CLIENT_CIDR = f"{CLIENT_ADDRESS}/32"  # what the security group admits
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

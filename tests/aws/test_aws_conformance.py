@@ -17,7 +17,7 @@ from skyward.testing.conformance import CloudUnderTest, ProviderConformance, Res
 from skyward_aws import AWS
 from skyward_aws.infra import TAG_EXPIRES, TAG_MANAGED, TAG_POOL
 
-from .conftest import CLIENT_CIDR, FIXTURE_KEY_ID, FIXTURE_SECRET, AwsWorld, Emulation
+from .conftest import CLIENT_ADDRESS, FIXTURE_KEY_ID, FIXTURE_SECRET, AwsWorld, Emulation
 
 _GONE = ("shutting-down", "terminated")
 
@@ -59,7 +59,7 @@ class AWSUnderTest:
 
     def config(self, **overrides: object) -> ProviderSettings:
         settings: dict[str, Any] = {"bootstrap_timeout": 120.0, **overrides}
-        return AWS(client_cidr=CLIENT_CIDR, endpoint_resolver=self.emulated.endpoints, **settings)
+        return AWS(client_address=CLIENT_ADDRESS, endpoint_resolver=self.emulated.endpoints, **settings)
 
     def leftovers(self) -> Mapping[str, Sequence[str]]:
         left = {

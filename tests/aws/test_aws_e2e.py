@@ -14,7 +14,7 @@ from lifecycle_support import lifecycle_problems
 import skyward
 from skyward import ComputePool, compute, gather
 
-from .conftest import CLIENT_CIDR, FIXTURE_KEY_ID, FIXTURE_SECRET, AwsWorld, Emulation, EmulationFactory
+from .conftest import CLIENT_ADDRESS, FIXTURE_KEY_ID, FIXTURE_SECRET, AwsWorld, Emulation, EmulationFactory
 
 pytestmark = pytest.mark.cloud
 
@@ -28,7 +28,7 @@ def where(x: int) -> tuple[int, str, int]:
 
 
 def test_pool_runs_on_emulated_instances_and_terminates_them(aws: AwsWorld, emulated: Emulation) -> None:
-    provider = skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
+    provider = skyward.AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     seen: list[object] = []
     with ComputePool(
         provider=provider, nodes=2, accelerator="T4", display="quiet", on_event=seen.append, spot="never"
@@ -83,7 +83,7 @@ def test_s3_volume_is_mounted_through_the_instance_profile_and_no_key_reaches_a_
     )
     emulated = emulate(extra_stubs={"mount-s3": mount_s3})
     volume = skyward.S3Volume(mount_path="/tmp/skyward-s3", bucket="skyward-test-bucket", prefix="datasets/")
-    provider = skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
+    provider = skyward.AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     events: list[object] = []
     with ComputePool(provider=provider, volume=[volume], spot="never", display="quiet", on_event=events.append) as pool:
         pool_id = pool.spec.pool_id
@@ -116,7 +116,7 @@ def test_s3_volume_is_mounted_through_the_instance_profile_and_no_key_reaches_a_
 def test_the_ttl_is_armed_first_and_ends_the_instance_in_ec2(aws: AwsWorld, emulate: EmulationFactory) -> None:
     # timeout=60 s: the node's TTL is 120 s ("shutdown -h +2"); at this scale it fires after 6 s
     emulated = emulate(shutdown_time_scale=0.05)
-    provider = skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
+    provider = skyward.AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     pool = ComputePool(provider=provider, spot="never", timeout=60, display="quiet")
     with pool:
         (handle,) = pool.nodes
@@ -132,7 +132,7 @@ def test_the_ttl_is_armed_first_and_ends_the_instance_in_ec2(aws: AwsWorld, emul
 
 
 def test_a_failing_bootstrap_times_out_and_every_instance_is_terminated(aws: AwsWorld, emulated: Emulation) -> None:
-    provider = skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=10, endpoint_resolver=emulated.endpoints)
+    provider = skyward.AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=10, endpoint_resolver=emulated.endpoints)
     image = skyward.Image(pip=["skyward-no-such-package==1.0"])  # the node cannot install it
     pool = ComputePool(provider=provider, nodes=2, image=image, spot="never", display="quiet")
     # the pool's wait for the agents (bootstrap_timeout), the same on every cloud

@@ -23,7 +23,7 @@ from skyward_aws import AWS
 from skyward_aws.driver import node_run_dir
 from skyward_aws.interruption import NOTICE_FILE, REBALANCE_FILE
 
-from .conftest import CLIENT_CIDR, AwsWorld, Emulation
+from .conftest import CLIENT_ADDRESS, AwsWorld, Emulation
 from .specs import make_spec
 
 pytestmark = pytest.mark.cloud
@@ -60,7 +60,7 @@ def _delivered(path: Path, events: list[Any], kind: type, timeout: float = 20.0)
 
 
 def test_interruption_notice_is_read_from_imds_and_dropped_for_the_agent(aws: AwsWorld, emulated: Emulation) -> None:
-    provider = AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
+    provider = AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     events: list[Any] = []
     spot = Spot.Always(retries=0)
     with ComputePool(provider=provider, nodes=2, spot=spot, display="quiet", on_event=events.append) as pool:
@@ -100,7 +100,7 @@ def test_interruption_notice_is_read_from_imds_and_dropped_for_the_agent(aws: Aw
 
 
 def test_the_driver_replaces_a_reclaimed_spot_node(aws: AwsWorld, emulated: Emulation) -> None:
-    provider = AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
+    provider = AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     events: list[Any] = []
     with ComputePool(provider=provider, nodes=2, spot=Spot.Always(retries=0), display="quiet") as pool:
         pool_id = pool.spec.pool_id
@@ -146,7 +146,7 @@ def traced(i: int) -> tuple[int, int]:
 
 
 def test_the_pool_moves_work_off_an_interrupted_node_and_replaces_it(aws: AwsWorld, emulated: Emulation) -> None:
-    provider = AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
+    provider = AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     events: list[Any] = []
     spot = Spot.Always(retries=0)
     with ComputePool(provider=provider, nodes=2, spot=spot, display="quiet", on_event=events.append) as pool:

@@ -19,7 +19,7 @@ from skyward.spot import Spot
 from skyward_aws import AWS
 from skyward_aws.infra import TAG_EXPIRES, TAG_NODE, TAG_POOL
 
-from .conftest import CLIENT_CIDR, AwsWorld
+from .conftest import CLIENT_ADDRESS, AwsWorld
 from .listeners import Listeners, trivial_user_data
 from .specs import make_driver, make_spec
 
@@ -30,7 +30,7 @@ def _run(
     aws: AwsWorld, spot: Any, nodes: int = 2, sleeps: list[float] | None = None, **options: Any
 ) -> tuple[Any, list[Any], Any]:
     listeners = Listeners()
-    provider = AWS(client_cidr=CLIENT_CIDR, endpoint_resolver=listeners, bootstrap_timeout=10)
+    provider = AWS(client_address=CLIENT_ADDRESS, endpoint_resolver=listeners, bootstrap_timeout=10)
     spec = make_spec(provider, nodes=nodes, accelerator="T4", spot=spot, **options)
     driver = make_driver(provider, sleeps if sleeps is not None else [])
     events: list[Any] = []
@@ -137,7 +137,7 @@ def test_always_gives_up_after_its_retries_and_leaves_nothing(aws: AwsWorld) -> 
     aws.proxy.refuse_spot(times=None)
     sleeps: list[float] = []
     listeners = Listeners()
-    provider = AWS(client_cidr=CLIENT_CIDR, endpoint_resolver=listeners)
+    provider = AWS(client_address=CLIENT_ADDRESS, endpoint_resolver=listeners)
     spec = make_spec(provider, nodes=2, accelerator="T4", spot=Spot.Always(retries=2, interval=1.0))
     driver = make_driver(provider, sleeps)
     driver.prepare(spec, lambda e: None)
@@ -198,7 +198,7 @@ def test_default_strategy_is_always_spot(aws: AwsWorld) -> None:
 
 def test_a_failed_second_launch_terminates_the_first_and_removes_the_group(aws: AwsWorld) -> None:
     aws.proxy.fail_nth("RunInstances", 2, "InvalidParameterCombination", "injected failure", status=400)
-    provider = AWS(client_cidr=CLIENT_CIDR, endpoint_resolver=Listeners())
+    provider = AWS(client_address=CLIENT_ADDRESS, endpoint_resolver=Listeners())
     pool = ComputePool(provider=provider, nodes=2, accelerator="T4", spot="never", display="quiet")
     # the nodes launch in parallel: whichever asked second was refused
     with pytest.raises(ProvisioningError, match=r"node [01]: EC2 refused to launch it: InvalidParameterCombination"):
@@ -211,7 +211,7 @@ def test_a_failed_second_launch_terminates_the_first_and_removes_the_group(aws: 
 
 
 def test_a_bootstrap_that_never_finishes_times_out_and_cleans_up(aws: AwsWorld) -> None:
-    provider = AWS(client_cidr=CLIENT_CIDR, endpoint_resolver=Listeners(listen=False), bootstrap_timeout=1.5)
+    provider = AWS(client_address=CLIENT_ADDRESS, endpoint_resolver=Listeners(listen=False), bootstrap_timeout=1.5)
     pool = ComputePool(provider=provider, nodes=2, accelerator="T4", spot="never", display="quiet")
     with pytest.raises(ProvisioningError) as raised:
         pool.open()

@@ -14,7 +14,7 @@ from skyward_aws import AWS, S3Volume
 from skyward_aws.driver import AWSDriver
 from skyward_aws.iam import SSM_POLICY
 
-from .conftest import CLIENT_CIDR, AwsWorld
+from .conftest import CLIENT_ADDRESS, CLIENT_CIDR, AwsWorld
 from .listeners import Listeners
 from .specs import make_driver, make_spec
 
@@ -39,7 +39,7 @@ def _plain(provider: AWS, **options: Any) -> tuple[AWSDriver, Any]:
 
 
 def test_security_group_opens_agent_ports_to_the_client_only(aws: AwsWorld) -> None:
-    driver, spec, _ = _prepared(AWS(client_cidr=CLIENT_CIDR), accelerator="T4", concurrency=2)
+    driver, spec, _ = _prepared(AWS(client_address=CLIENT_ADDRESS), accelerator="T4", concurrency=2)
     try:
         (group,) = aws.security_groups(spec.pool_id)
         assert group["GroupName"] == f"skyward-{spec.pool_id}"
@@ -74,6 +74,16 @@ def test_client_address_is_discovered_when_not_given(aws: AwsWorld) -> None:
         driver.teardown()
 
 
+def test_reap_false_skips_the_sweep_of_earlier_pools_leftovers(aws: AwsWorld) -> None:
+    swept = ("DescribeKeyPairs", "ListRoles")  # what only the sweep asks for
+    driver, _, _ = _prepared(AWS(client_address=CLIENT_ADDRESS, reap=False), accelerator="T4", spot="never")
+    driver.teardown()
+    assert [a for a in swept if aws.proxy.actions(a)] == []
+    driver, _, _ = _prepared(AWS(client_address=CLIENT_ADDRESS), accelerator="T4", spot="never")
+    driver.teardown()
+    assert [a for a in swept if aws.proxy.actions(a)] == list(swept)
+
+
 def test_failed_discovery_stops_before_anything_is_made(aws: AwsWorld) -> None:
     def discover() -> str:
         raise ConfigurationError("could not discover this machine's public IP address; pass AWS(client_cidr=...)")
@@ -104,7 +114,7 @@ def test_failed_discovery_stops_before_anything_is_made(aws: AwsWorld) -> None:
     ],
 )
 def test_accelerator_picks_instance_and_image(aws: AwsWorld, accelerator: Any, machine: str, image: str) -> None:
-    driver, _ = _plain(AWS(client_cidr=CLIENT_CIDR), accelerator=accelerator, spot="never")
+    driver, _ = _plain(AWS(client_address=CLIENT_ADDRESS), accelerator=accelerator, spot="never")
     assert driver.offer is not None and driver.image is not None
     assert driver.offer.name == machine
     assert driver.image.image_id == image
@@ -112,29 +122,29 @@ def test_accelerator_picks_instance_and_image(aws: AwsWorld, accelerator: Any, m
 
 
 def test_image_comes_from_ssm_then_describe_images(aws: AwsWorld) -> None:
-    gpu, _ = _plain(AWS(client_cidr=CLIENT_CIDR), accelerator="T4", spot="never")
+    gpu, _ = _plain(AWS(client_address=CLIENT_ADDRESS), accelerator="T4", spot="never")
     assert gpu.image is not None and gpu.image.how.startswith("ssm:/aws/service/deeplearning/")
-    neuron, _ = _plain(AWS(client_cidr=CLIENT_CIDR), accelerator="Trainium", spot="never")
+    neuron, _ = _plain(AWS(client_address=CLIENT_ADDRESS), accelerator="Trainium", spot="never")
     assert neuron.image is not None
     assert neuron.image.how == "describe-images:Deep Learning AMI Neuron (Ubuntu 22.04) 20250210"
-    chosen, _ = _plain(AWS(client_cidr=CLIENT_CIDR, ami="ami-0123456789abcdef0"), accelerator="T4", spot="never")
+    chosen, _ = _plain(AWS(client_address=CLIENT_ADDRESS, ami="ami-0123456789abcdef0"), accelerator="T4", spot="never")
     assert chosen.image is not None and chosen.image.how == "explicit"
 
 
 def test_cpu_memory_per_worker_and_machine_override(aws: AwsWorld) -> None:
-    driver, _ = _plain(AWS(client_cidr=CLIENT_CIDR), cpu=4, memory="16GB", concurrency=2, spot="never")
+    driver, _ = _plain(AWS(client_address=CLIENT_ADDRESS), cpu=4, memory="16GB", concurrency=2, spot="never")
     assert driver.offer is not None
     # 8 vCPUs and 32 GB per node: the smallest such type among the CPU families
     assert (driver.offer.instance.vcpus, driver.offer.instance.memory) >= (8, 32 * 10**9)
     assert driver.offer.name == "m5.2xlarge"  # equal sizes: the cheapest, then the name
-    override, _ = _plain(AWS(client_cidr=CLIENT_CIDR), machine="g5.2xlarge", spot="never")
+    override, _ = _plain(AWS(client_address=CLIENT_ADDRESS), machine="g5.2xlarge", spot="never")
     assert override.offer is not None and override.offer.name == "g5.2xlarge"
 
 
 def test_prices_come_from_the_catalog_and_spot_history(aws: AwsWorld) -> None:
     history = aws.ec2.describe_spot_price_history(InstanceTypes=["g4dn.xlarge"])["SpotPriceHistory"]
     moto_price = min(float(h["SpotPrice"]) for h in history)
-    driver, _ = _plain(AWS(client_cidr=CLIENT_CIDR), accelerator="T4", spot="always")
+    driver, _ = _plain(AWS(client_address=CLIENT_ADDRESS), accelerator="T4", spot="always")
     assert driver.offer is not None
     assert driver.offer.instance.on_demand_price == 0.526
     assert driver.offer.instance.spot_price == moto_price
@@ -144,17 +154,17 @@ def test_prices_come_from_the_catalog_and_spot_history(aws: AwsWorld) -> None:
 def test_unknown_machine_and_unoffered_accelerator_fail_early(aws: AwsWorld) -> None:
     # moto, like AWS, offers trn2 in a few regions only, not in us-east-1's zones
     with pytest.raises(ConfigurationError, match=r"trn2.48xlarge .*not available"):
-        _plain(AWS(client_cidr=CLIENT_CIDR), accelerator=Accelerator.AWS.Trainium(version=2), spot="never")
+        _plain(AWS(client_address=CLIENT_ADDRESS), accelerator=Accelerator.AWS.Trainium(version=2), spot="never")
     with pytest.raises(ConfigurationError, match="not an EC2 instance type"):
-        _plain(AWS(client_cidr=CLIENT_CIDR), machine="zz9.huge")
+        _plain(AWS(client_address=CLIENT_ADDRESS), machine="zz9.huge")
     with pytest.raises(ConfigurationError, match="AWS offers no instance with MI300X"):
-        ComputePool(provider=AWS(client_cidr=CLIENT_CIDR), accelerator="MI300X", display="quiet")
+        ComputePool(provider=AWS(client_address=CLIENT_ADDRESS), accelerator="MI300X", display="quiet")
     assert aws.proxy.actions("CreateSecurityGroup") == []
 
 
 def test_a_mig_accelerator_picks_the_instance_with_its_gpus_and_a_worker_per_partition(aws: AwsWorld) -> None:
     accelerator = Accelerator.NVIDIA.A100(count=8, memory="40GB", mig="3g.20gb")
-    driver, spec = _plain(AWS(client_cidr=CLIENT_CIDR), accelerator=accelerator, spot="never")
+    driver, spec = _plain(AWS(client_address=CLIENT_ADDRESS), accelerator=accelerator, spot="never")
     assert driver.offer.instance.name == "p4d.24xlarge"
     assert spec.workers_per_node == 16  # 8 GPUs x 2 partitions
 
@@ -193,7 +203,7 @@ def test_s3_volume_role_is_scoped_to_bucket_and_prefix(aws: AwsWorld) -> None:
 
     volume = skyward.S3Volume(mount_path="/data", bucket="my-bucket", prefix="datasets", read_only=True)
     assert isinstance(volume, S3Volume) and volume.prefix == "datasets/"
-    driver, spec, _ = _prepared(AWS(client_cidr=CLIENT_CIDR), volume=[volume], spot="never")
+    driver, spec, _ = _prepared(AWS(client_address=CLIENT_ADDRESS), volume=[volume], spot="never")
     try:
         assert driver.role is not None
         document = aws.iam.get_role_policy(RoleName=driver.role.name, PolicyName="skyward-volumes")["PolicyDocument"]
@@ -218,7 +228,7 @@ def test_missing_credentials_say_what_to_do(aws: AwsWorld, monkeypatch: pytest.M
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(ConfigurationError) as raised:
-        ComputePool(provider=AWS(client_cidr=CLIENT_CIDR), accelerator="T4", display="quiet")
+        ComputePool(provider=AWS(client_address=CLIENT_ADDRESS), accelerator="T4", display="quiet")
     message = str(raised.value)
     assert "no AWS credentials found" in message and "aws configure" in message and "AWS_PROFILE" in message
     assert aws.proxy.calls == []  # nothing was asked of AWS

@@ -55,6 +55,13 @@ def test_aws_takes_the_settings_every_cloud_has_under_the_same_names() -> None:
         AWS(poll_interval=-1)
 
 
+def test_client_cidr_still_works_and_says_it_is_deprecated() -> None:
+    with pytest.warns(DeprecationWarning, match=r"AWS\(client_address=\.\.\.\)"):
+        provider = AWS(client_cidr="198.51.100.0/24")
+    assert provider.ingress_cidr == "198.51.100.0/24"
+    assert AWS(client_address="198.51.100.7").ingress_cidr == "198.51.100.7/32"
+
+
 def test_the_aws_driver_is_the_template_with_ec2_verbs() -> None:
     driver = AWSDriver(AWS())
     assert isinstance(driver, SpotCloudProvider)

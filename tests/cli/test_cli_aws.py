@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws.conftest import CLIENT_CIDR, AwsWorld, Emulation
+from aws.conftest import CLIENT_ADDRESS, CLIENT_CIDR, AwsWorld, Emulation
 from aws.specs import make_driver, make_spec
 from providers_support import vanish_client
 from typer.testing import CliRunner
@@ -84,7 +84,7 @@ def pool_id() -> str:
 
 def start_a_pool(events: list[Any]) -> Any:
     """What a pool start does first: the driver's prepare (it sweeps, then makes its own)."""
-    provider = AWS(client_cidr=CLIENT_CIDR)
+    provider = AWS(client_address=CLIENT_ADDRESS)
     spec = make_spec(provider, accelerator="T4")
     driver = make_driver(provider, [])
     driver.validate(spec)
@@ -178,7 +178,9 @@ def test_down_expired_as_a_real_process_with_the_clock_past_the_expiry(aws: AwsW
 
 
 def test_doctor_checks_aws_credentials_with_one_read(aws: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> None:
-    result = runner.invoke(make_app(configs={"aws": AWS(client_cidr=CLIENT_CIDR)}), ["doctor", "--json", "-p", "aws"])
+    result = runner.invoke(
+        make_app(configs={"aws": AWS(client_address=CLIENT_ADDRESS)}), ["doctor", "--json", "-p", "aws"]
+    )
     report = json.loads(result.stdout)
     (entry,) = report["providers"]
     assert entry["credentials_valid"] is True and entry["client_address"] == CLIENT_CIDR
@@ -225,7 +227,7 @@ class FileEndpoints:
 
 
 config = sky.AWS(
-    client_cidr="203.0.113.7/32", bootstrap_timeout=120, grace_period=60.0, endpoint_resolver=FileEndpoints(sys.argv[1])
+    client_address="203.0.113.7", bootstrap_timeout=120, grace_period=60.0, endpoint_resolver=FileEndpoints(sys.argv[1])
 )
 pool = sky.ComputePool(provider=config, nodes=1, accelerator="T4", spot="never", timeout=60, display="quiet")
 pool.open()

@@ -118,6 +118,14 @@ class AWS(CloudSettings):
         if not isinstance(self.use_ssm, bool):
             raise ConfigurationError(f"AWS(use_ssm={self.use_ssm!r}) must be True or False")
         if self.client_cidr is not None:
+            import warnings
+
+            warnings.warn(
+                "AWS(client_cidr=...) is deprecated: give AWS(client_address=...), the client's one IPv4 address, "
+                "as on every provider",
+                DeprecationWarning,
+                stacklevel=3,
+            )
             if self.client_address is not None:
                 raise ConfigurationError(
                     f"AWS(client_address={self.client_address!r}, client_cidr={self.client_cidr!r}): give one of them"

@@ -147,7 +147,7 @@ class AwsSession:
             return self.config.ingress_cidr
         from skyward_aws.client_ip import discover_public_ip
 
-        return discover_public_ip()
+        return discover_public_ip(self.config.address_url, self.config.api_timeout)
 
 
 def open_session(config: object | None) -> AwsSession:
