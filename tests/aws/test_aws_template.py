@@ -31,6 +31,10 @@ class FakeEC2:
         self.listed: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
 
+    def terminate_instances(self, InstanceIds: list[str]) -> dict[str, Any]:
+        self.listed = [i for i in self.listed if i["InstanceId"] not in InstanceIds]
+        return {}
+
     def get_paginator(self, operation: str) -> _Paginator:
         assert operation == "describe_instances"
         return _Paginator(self)
@@ -138,3 +142,11 @@ def test_one_round_tries_every_zone_from_the_nodes_own_and_says_capacity_when_al
     with pytest.raises(ProvisioningError, match="node 0: EC2 refused") as fatal:
         launch_in_zones(0, Market.ON_DEMAND, zones, run)
     assert not isinstance(fatal.value, CapacityError)  # not retried: retrying will not help
+
+
+def test_an_instance_terminated_before_ec2_listed_it_counts_as_gone() -> None:
+    # a failed launch deletes what it created, perhaps before any describe saw it: once
+    # TerminateInstances accepted the id, EC2 knows it, and its absence means gone
+    driver = AWSDriver(AWS(), session=FakeSession(FakeEC2()))
+    driver.delete(["i-early"])
+    assert "i-early" not in driver.describe(["i-early"])

@@ -56,7 +56,7 @@ _STATES = {
     "shutting-down": InstanceState.GONE,
     "terminated": InstanceState.GONE,
 }
-_FILTER_VALUES = 199  # EC2 takes at most 200 values per filter
+_FILTER_VALUES = 200  # EC2 takes at most 200 values per filter
 
 
 def node_run_dir(pool_id: str, node: int) -> str:
@@ -438,6 +438,8 @@ class AWSDriver(SpotCloudProvider[AWS]):
             # a node shutting itself down (TTL, lost client) races this call; the template
             # describes them again and retries what still lives
             raise explain(error, f"terminating {', '.join(instance_ids)}") from error
+        with self._lock:
+            self._seen.update(instance_ids)  # EC2 knows them: missing from a describe now means gone
         log.info("aws instances terminated", pool=self._pool_id, instances=list(instance_ids))
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
