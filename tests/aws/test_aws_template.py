@@ -150,3 +150,8 @@ def test_an_instance_terminated_before_ec2_listed_it_counts_as_gone() -> None:
     driver = AWSDriver(AWS(), session=FakeSession(FakeEC2()))
     driver.delete(["i-early"])
     assert "i-early" not in driver.describe(["i-early"])
+
+
+def test_describing_for_reclaims_is_a_backstop_behind_ec2s_two_minute_notice() -> None:
+    assert AWSDriver(AWS()).reclaim_poll_interval == 30.0  # not every poll_interval (3 s)
+    assert AWSDriver(AWS(poll_interval=60)).reclaim_poll_interval == 60

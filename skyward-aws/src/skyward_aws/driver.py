@@ -56,6 +56,11 @@ _STATES = {
     "shutting-down": InstanceState.GONE,
     "terminated": InstanceState.GONE,
 }
+RECLAIM_BACKSTOP_INTERVAL = 30.0
+"""Seconds between the template's describe-based checks for reclaimed spot nodes. EC2
+warns two minutes ahead (the node's watcher, InterruptionNotices), so describing is only
+the backstop for a notice the watcher missed: four looks within the warning, instead of a
+DescribeInstances every ``poll_interval`` for the pool's whole life."""
 _FILTER_VALUES = 200  # EC2 takes at most 200 values per filter
 
 
@@ -129,6 +134,10 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     def notice_watch_step(self, notices_dir: str) -> tuple[str, str]:
         return ("spot-watch", interruption.bootstrap_step(notices_dir))
+
+    @property
+    def reclaim_poll_interval(self) -> float:
+        return max(self.config.poll_interval, RECLAIM_BACKSTOP_INTERVAL)
 
     # -- validate ------------------------------------------------------------------------
 
