@@ -178,15 +178,9 @@ class AWSDriver(SpotCloudProvider[AWS]):
         return f"{self.config.region} ({zones})" if zones else self.config.region
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        """What dead clients left past their expiry (``skyward_aws.resources``)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from skyward.events import Notice
-
-        try:
-            resources.sweep_at_start(self.clients, self.config.region, spec.pool_id, emit)
-        except (ClientError, BotoCoreError, SkywardError) as error:  # a safety net, not a precondition
-            emit(Notice(message=f"could not look for what earlier pools left behind: {error}"))
+        """What dead clients left past their expiry (``resources.sweep_expired``: never
+        fails the pool start; what it could not do is a Notice)."""
+        resources.sweep_at_start(self.clients, self.config.region, spec.pool_id, emit)
 
     def request_for(self, spec: PoolSpec) -> offers.Request:
         workers = spec.workers_per_node
