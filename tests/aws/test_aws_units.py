@@ -64,6 +64,7 @@ def test_client_cidr_is_normalised_and_never_the_internet() -> None:
         ({"endpoint_resolver": object()}, "resolve"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:AWS\\(client_cidr=:DeprecationWarning")
 def test_bad_provider_settings_are_refused(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         AWS(**options)
@@ -72,7 +73,10 @@ def test_bad_provider_settings_are_refused(options: dict[str, Any], message: str
 def test_defaults_match_the_seed() -> None:
     provider = AWS()
     assert (provider.region, provider.use_ssm) == ("us-east-1", False)
-    assert AWS(region="eu-west-1", client_cidr="198.51.100.1") == AWS(region="eu-west-1", client_cidr="198.51.100.1/32")
+    with pytest.warns(DeprecationWarning):
+        assert AWS(region="eu-west-1", client_cidr="198.51.100.1") == AWS(
+            region="eu-west-1", client_cidr="198.51.100.1/32"
+        )
 
 
 # -- spot strategies ----------------------------------------------------------------------
