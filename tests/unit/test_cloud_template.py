@@ -282,3 +282,28 @@ def test_a_port_mapped_node_is_reached_through_its_mapping() -> None:
     with pytest.raises(ProvisioningError, match=r"maps no host port to container port 17000"):
         driver.mapped_endpoint(handle, 17000)
     assert not isinstance(MemoryDriver(MemoryAPI()), PortMapping)
+
+
+class ZonedDriver(SpotMemoryDriver):
+    """A market priced per zone (EC2's spot prices), reached without an open port (SSM)."""
+
+    def ingress_source(self) -> str:
+        return ""
+
+    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Any) -> None:
+        self.seen_labels = labels
+
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        described = self.api.describe(instance_ids)
+        return {i: replace(item, price_spot=0.25, extra=(("zone", "mem-1b"),)) for i, item in described.items()}
+
+
+def test_an_instances_own_spot_price_and_details_reach_its_handle_and_event() -> None:
+    driver, events = ZonedDriver(MemoryAPI()), []
+    (handle,) = _launch(driver, _spec(1, spot="always"), events)
+    assert handle.price_spot == 0.25  # its zone's price, not the offer's 0.3
+    assert ("zone", "mem-1b") in handle.extra and ("region", "mem-1") in handle.extra
+    (provisioned,) = [e for e in events if isinstance(e, InstanceProvisioned)]
+    assert provisioned.price_spot == 0.25
+    assert driver.seen_labels.client_cidr == ""  # nothing admitted from outside; no address asked
+    assert handle.price_on_demand == 1.0
