@@ -9,6 +9,7 @@ python3 tasks.py bench     # the quick benchmark (see bench/README.md)
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -31,8 +32,9 @@ def run(*cmd: str | Path, env: dict[str, str] | None = None, check: bool = True)
 def ensure_venv(dev: bool) -> None:
     if not PY.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = "dev" if dev else "core"
-    if STAMP.exists() and (STAMP.read_text() == "dev" or STAMP.read_text() == wanted):
+    wanted = f"{'dev' if dev else 'core'} {_requirements_digest()}"
+    have = STAMP.read_text() if STAMP.exists() else ""
+    if have == wanted or (not dev and have == wanted.replace("core", "dev", 1)):
         return
     pip = [PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     editable = [arg for p in (PACKAGES if dev else PACKAGES[:1]) for arg in ("-e", ROOT / p)]
@@ -41,6 +43,19 @@ def ensure_venv(dev: bool) -> None:
     else:
         run(*pip, *editable)
     STAMP.write_text(wanted)
+
+
+def _requirements_digest() -> str:
+    """What the installs depend on: a changed pyproject (a new dependency, a new console
+    script or entry point) or requirements file makes the next task install again, so a
+    .venv made before a pull never runs with stale metadata."""
+    digest = hashlib.sha256()
+    for path in sorted(
+        [ROOT / "requirements-dev.txt", *ROOT.glob("*/pyproject.toml"), *ROOT.glob("tests/*/pyproject.toml")]
+    ):
+        if path.exists():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def example() -> int:

@@ -33,7 +33,7 @@ from skyward.providers.cloud.naming import lifetime
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import NODE_TTL_MARGIN
 from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, normalize_spot, plan_markets, wants_spot
-from skyward_aws import ami, iam, infra, interruption, launch, offers
+from skyward_aws import ami, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
 from skyward_aws.endpoints import (
@@ -253,6 +253,7 @@ class AWSDriver(Provider[AWS]):
         now = datetime.datetime.now(datetime.UTC)
         self._expires_at = infra.expiry(now, lifetime(spec.timeout, self.config.bootstrap_timeout, NODE_TTL_MARGIN))
         try:
+            resources.sweep_at_start(self.clients, self.config.region, spec.pool_id, emit)  # what dead clients left
             self.plan(spec, emit)
             assert self.network is not None
             tags = infra.pool_tags(spec.pool_id, self._expires_at, name=f"skyward-{spec.pool_id}")
