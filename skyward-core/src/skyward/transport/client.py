@@ -223,7 +223,13 @@ class PoolClient:
         on_message: MessageHandler,
         node_timeout: float = 20.0,
         rerun_interrupted: bool = False,
+        port_map: Callable[[int, int], str] | None = None,
     ) -> None:
+        # port_map(node, container_port): where the client reaches that port of a node
+        # whose host maps container ports to other ports (the PortMapping ability of
+        # container clouds: VastAI hands out random host ports, so the workers' ports
+        # keep no fixed offset from the agent's); None: worker_endpoint's rule
+        self._port_map = port_map
         # rerun_interrupted: keep each task's frames until its result arrives, so the
         # tasks of a node that gets an interruption notice can run again elsewhere (costs
         # the memory of the payloads in flight; the pool turns it on for spot pools)
@@ -299,9 +305,7 @@ class PoolClient:
             self._poller.register(node.socket, zmq.POLLIN)
             self._by_socket[node.socket] = node
             for index, bound in enumerate(node.info["endpoints"]):
-                worker = _Worker(
-                    node.index, index, worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint"))
-                )
+                worker = _Worker(node.index, index, self._worker_at(node, bound))
                 node.workers.append(worker)
                 self._open_worker(worker)
         self._poller.register(self._wake_pull, zmq.POLLIN)
@@ -309,6 +313,13 @@ class PoolClient:
         self._thread = threading.Thread(target=self._loop, name="skyward-io", daemon=True)
         self._thread.start()
         return [n.info for n in self._nodes if n.info is not None]
+
+    def _worker_at(self, node: _Node, bound: str) -> str:
+        """Where to reach a worker of ``node`` that bound ``bound`` (through the port map
+        when there is one)."""
+        if self._port_map is not None and bound.startswith("tcp://"):
+            return self._port_map(node.index, int(bound.rsplit(":", 1)[1]))
+        return worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint") if node.info else None)
 
     def _open_worker(self, worker: _Worker) -> None:
         worker.socket = self._socket(zmq.DEALER, worker.endpoint)
@@ -676,8 +687,7 @@ class PoolClient:
             worker.generation += 1
         elif notice.get("kind") == "worker-ready":
             worker = node.workers[int(notice["worker"])]
-            agent_bound = node.info.get("agent_endpoint") if node.info else None
-            worker.endpoint = worker_endpoint(node.endpoint, notice["endpoint"], agent_bound)
+            worker.endpoint = self._worker_at(node, notice["endpoint"])
             self._close_worker_socket(worker)
             self._open_worker(worker)
             worker.available = True
@@ -743,7 +753,7 @@ class PoolClient:
             self._poller.register(sock, zmq.POLLIN)
             self._by_socket[sock] = node
             for w, bound in enumerate(info["endpoints"]):
-                worker = _Worker(index, w, worker_endpoint(endpoint, bound))
+                worker = _Worker(index, w, self._worker_at(node, bound))
                 node.workers.append(worker)
                 self._open_worker(worker)
             sock.send_multipart(cluster)
