@@ -113,8 +113,11 @@ class JsonAPI:
         params: Mapping[str, str] | None = None,
         body: JSON = None,
         ok: Sequence[int] = (200, 201, 202, 204),
+        retry_as: str | None = None,
     ) -> JSON:
-        """The answer's JSON (None when empty); an :class:`APIError` after the retries."""
+        """The answer's JSON (None when empty); an :class:`APIError` after the retries.
+        ``retry_as`` is the method whose retry rules apply (a GraphQL read is a POST that
+        may be repeated like a GET); ``method`` by default."""
 
         def once() -> requests.Response:
             response = self._session.request(
@@ -130,7 +133,9 @@ class JsonAPI:
             return response
 
         try:
-            response = call_with_retry(once, method=method, classify=classify, backoff=self._backoff, sleep=self._sleep)
+            response = call_with_retry(
+                once, method=retry_as or method, classify=classify, backoff=self._backoff, sleep=self._sleep
+            )
         except _Status as exc:
             raise APIError(self.provider, action, exc.response.status_code, _message(exc.response)) from None
         except requests.RequestException as exc:
