@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import IPv4Address
 from typing import Any
 
@@ -28,8 +28,10 @@ from skyward.providers.cloud import (
     Labels,
     NodeRequest,
     Offer,
+    PortMappedCloudProvider,
     SpotCloudProvider,
 )
+from skyward.providers.protocol import PortMapping
 from skyward.spot import Market, NodePlan, Spot
 
 
@@ -261,3 +263,22 @@ def test_a_spot_instance_the_provider_deleted_is_reported_reclaimed() -> None:
     assert list(gone) == ["i-2"] and "without notice" in gone["i-2"]
     assert driver.replaces_interrupted(_spec(2, spot="always"))
     assert not driver.replaces_interrupted(_spec(2, spot="if-available"))
+
+
+class MappedDriver(PortMappedCloudProvider[Memory], MemoryDriver):
+    """Containers: container port p is reached at host port 40000 + p."""
+
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        ports = {p: 40000 + p for p in range(16789, 16792)}
+        return {i: replace(item, ports=ports) for i, item in self.api.describe(instance_ids).items()}
+
+
+def test_a_port_mapped_node_is_reached_through_its_mapping() -> None:
+    driver = MappedDriver(MemoryAPI())
+    (handle,) = _launch(driver, _spec(1, concurrency=2), [])
+    assert isinstance(driver, PortMapping)
+    assert handle.endpoint == "tcp://127.0.0.1:56789"  # the agent's container port 16789, mapped
+    assert driver.mapped_endpoint(handle, 16790) == "tcp://127.0.0.1:56790"  # a worker's
+    with pytest.raises(ProvisioningError, match=r"maps no host port to container port 17000"):
+        driver.mapped_endpoint(handle, 17000)
+    assert not isinstance(MemoryDriver(MemoryAPI()), PortMapping)

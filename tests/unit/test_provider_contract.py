@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import skyward as sky
 from skyward.errors import ConfigurationError
@@ -26,6 +28,8 @@ from skyward.providers import (
     NodeHandle,
     NoticeKind,
     PoolSpec,
+    Provider,
+    ProviderDriver,
     ProviderSettings,
     ReclaimWatch,
     SpotMarket,
@@ -36,7 +40,7 @@ from skyward.providers import (
 )
 from skyward.providers.local import Local, LocalDriver
 from skyward.providers.rules import spot_without_market
-from skyward.spot import Spot
+from skyward.spot import Spot, SpotAlways, SpotIfAvailable, SpotPercent
 
 
 @sky.compute
@@ -225,3 +229,53 @@ def test_a_spot_node_the_provider_took_away_without_notice_is_interrupted_and_it
         assert results == (0, 1, 4, 9)
     interrupted = [e for e in events if isinstance(e, InstanceInterrupted)]
     assert [(e.node, e.reason) for e in interrupted] == [(1, "the provider deleted this spot instance")]
+
+
+def test_an_instance_takes_the_interruption_path_once(reclaimable: None) -> None:
+    events: list[object] = []
+    pool = sky.ComputePool(
+        provider=Reclaimable(), nodes=2, spot="if-available", display="quiet", on_event=events.append
+    )
+    with pool:
+        handle = pool.nodes[1]
+        pool._on_interruption(1, handle, "notice")  # e.g. an advance notice ...
+        pool._on_interruption(1, handle, "gone")  # ... and the reclaim watch, for the same instance
+        time.sleep(0.3)
+    assert [(e.node, e.reason) for e in events if isinstance(e, InstanceInterrupted)] == [(1, "notice")]
+
+
+_STRATEGIES = st.one_of(
+    st.none(),
+    st.just(Spot.Never),
+    st.just(Spot.IfAvailable()),
+    st.builds(Spot.Always, retries=st.integers(0, 20), interval=st.floats(0, 60)),
+    st.builds(Spot.Percent, st.floats(min_value=0.01, max_value=1.0)),
+)
+
+
+@given(_STRATEGIES)
+def test_without_a_market_only_strategies_that_need_spot_nodes_are_refused(strategy: Any) -> None:
+    needs_spot = isinstance(strategy, SpotAlways | SpotPercent)
+    try:
+        message = spot_without_market("local", strategy)
+    except ConfigurationError:
+        assert needs_spot
+        return
+    assert not needs_spot
+    assert (message is not None) == isinstance(strategy, SpotIfAvailable)
+
+
+def test_the_provider_base_class_has_a_default_for_all_but_launch_and_terminate() -> None:
+    class Bare(Provider[Local]):
+        name = "bare"
+
+    driver = Bare(Local())
+    spec = sky.ComputePool(display="quiet").spec
+    driver.validate(spec)
+    assert driver.prepare(spec, lambda event: None) == "bare"
+    driver.teardown()
+    with pytest.raises(NotImplementedError, match=r"Bare\.launch"):
+        driver.launch(spec, lambda *a, **k: "", lambda event: None)
+    with pytest.raises(NotImplementedError, match=r"Bare\.terminate"):
+        driver.terminate([])
+    assert isinstance(driver, ProviderDriver)

@@ -143,8 +143,8 @@ class AwsSession:
     def client_address(self) -> str:
         if self.config.use_ssm:
             return "none (use_ssm: the security group opens no port)"
-        if self.config.client_cidr is not None:
-            return self.config.client_cidr
+        if self.config.ingress_cidr is not None:  # client_cidr, or client_address as one host
+            return self.config.ingress_cidr
         from skyward_aws.client_ip import discover_public_ip
 
         return discover_public_ip()

@@ -19,6 +19,7 @@ from skyward.api.spec import PoolSpec
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
+from skyward.providers.cloud.sshkey import throwaway_public_key
 from skyward.providers.cloud.template import CloudProvider, Instance, InstanceState, Labels, NodeRequest, Offer
 from skyward.providers.protocol import EventSink
 from skyward.spot import Market, NodePlan
@@ -32,7 +33,6 @@ from skyward_digitalocean.naming import (
     run_dir,
 )
 from skyward_digitalocean.offers import DropletSize, capacity_hint, image_for, parse_sizes
-from skyward_digitalocean.sshkey import throwaway_public_key
 
 PROVIDER = "digitalocean"
 USER_DATA_LIMIT = 64 * 1024  # bytes; DigitalOcean refuses larger user-data

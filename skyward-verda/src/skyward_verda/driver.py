@@ -211,7 +211,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
         if self.config.ssh_key_ids:
             self._key_ids = list(self.config.ssh_key_ids)
             return
-        from skyward_verda.sshkey import throwaway_public_key
+        from skyward.providers.cloud.sshkey import throwaway_public_key
 
         name = resource_name(spec.pool_id, labels.expires)
         self._key_id = self.api.create_ssh_key(name, throwaway_public_key(name))

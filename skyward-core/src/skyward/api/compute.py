@@ -56,12 +56,25 @@ class PendingCompute(Generic[R]):
         return pool.broadcast(self)
 
     def __and__(self, other: PendingCompute[B]) -> PendingBatch2[R, B]:
-        return PendingBatch2((self, _check_pending(other)))
+        return PendingBatch2((self, _check_chained(other)))
 
 
 def _check_pending(value: object) -> PendingCompute[Any]:
     if not isinstance(value, PendingCompute):
         raise ConfigurationError(f"expected a computation (the result of calling a @compute function), got {value!r}")
+    return value
+
+
+def _check_chained(value: object) -> PendingCompute[Any]:
+    """``_check_pending`` for the right side of ``&``, where a non-computation almost always
+    means ``f() & g() >> pool``: Python binds ``>>`` (and ``@``) tighter than ``&``, so
+    ``g()`` has already run alone and ``&`` receives its result. Say so, and how to write it."""
+    if not isinstance(value, PendingCompute):
+        raise ConfigurationError(
+            f"expected a computation (the result of calling a @compute function) on the right of &, got {value!r}. "
+            "If you wrote `f() & g() >> pool`, Python ran `g() >> pool` first (>> and @ bind tighter than &), "
+            "so g() has already run alone; add parentheses: `(f() & g()) >> pool`"
+        )
     return value
 
 
@@ -87,7 +100,7 @@ class PendingBatch2(PendingBatch[Any], Generic[A, B]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[C]) -> PendingBatch3[A, B, C]:
-        return PendingBatch3((*self.items, _check_pending(other)))
+        return PendingBatch3((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +109,7 @@ class PendingBatch3(PendingBatch[Any], Generic[A, B, C]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[D]) -> PendingBatch4[A, B, C, D]:
-        return PendingBatch4((*self.items, _check_pending(other)))
+        return PendingBatch4((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +118,7 @@ class PendingBatch4(PendingBatch[Any], Generic[A, B, C, D]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[E]) -> PendingBatch5[A, B, C, D, E]:
-        return PendingBatch5((*self.items, _check_pending(other)))
+        return PendingBatch5((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +127,7 @@ class PendingBatch5(PendingBatch[Any], Generic[A, B, C, D, E]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[F]) -> PendingBatch6[A, B, C, D, E, F]:
-        return PendingBatch6((*self.items, _check_pending(other)))
+        return PendingBatch6((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +136,7 @@ class PendingBatch6(PendingBatch[Any], Generic[A, B, C, D, E, F]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[G]) -> PendingBatch7[A, B, C, D, E, F, G]:
-        return PendingBatch7((*self.items, _check_pending(other)))
+        return PendingBatch7((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +145,7 @@ class PendingBatch7(PendingBatch[Any], Generic[A, B, C, D, E, F, G]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[H]) -> PendingBatch8[A, B, C, D, E, F, G, H]:
-        return PendingBatch8((*self.items, _check_pending(other)))
+        return PendingBatch8((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)

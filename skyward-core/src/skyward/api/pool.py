@@ -50,8 +50,6 @@ from skyward.transport.security import CurveKeys
 
 T = TypeVar("T")
 
-__all__ = ["NODE_TTL_MARGIN", "ComputePool", "version_mismatch"]  # NODE_TTL_MARGIN: skyward.providers' own
-
 COST_UPDATE_INTERVAL = 10.0
 
 
@@ -149,6 +147,7 @@ class ComputePool:
         self._last_progress = 0.0
         self._progress_due = False
         self._reclaim_thread: threading.Thread | None = None
+        self._interrupted: set[str] = set()  # instance ids that took the interruption path
 
     # -- events -----------------------------------------------------------------------
 
@@ -359,9 +358,15 @@ class ComputePool:
 
     def _on_interruption(self, node: int, handle: NodeHandle, reason: str) -> None:
         """A spot node got its notice: tell the user, move its work to the other nodes,
-        and, where the provider's strategy says so (Spot.Always), start a replacement."""
+        and, where the provider's strategy says so (Spot.Always), start a replacement.
+        Once per instance: a provider with both a notice and a reclaim watch (or a notice
+        file seen twice) does not start two replacements."""
         from skyward.events import InstanceInterrupted
 
+        with self._state_lock:
+            if handle.instance_id in self._interrupted:
+                return
+            self._interrupted.add(handle.instance_id)
         self.emit(InstanceInterrupted(instance_id=handle.instance_id, node=node, reason=reason))
         if self._client is not None:
             self._client.drain_node(node)

@@ -24,8 +24,9 @@ DEFAULT_GRACE_PERIOD = 30.0
 second, so 30 missed pings: a laptop that sleeps, not a lost packet)."""
 
 DEFAULT_BOOTSTRAP_TIMEOUT = 900.0
-"""Seconds to wait for every agent, environment build included. A GPU image that installs
-torch from scratch took 6-11 minutes in the AWS runs the cloud defaults were set from."""
+"""Seconds to wait for every agent, environment build included: the value AWS, DigitalOcean
+and Verda each had (building a GPU image's environment is the slow part). Local had 600 s;
+one default for all means a failing local bootstrap is given up on later, never sooner."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

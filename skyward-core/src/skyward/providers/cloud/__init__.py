@@ -15,6 +15,7 @@ from skyward.providers.cloud.template import (
     Labels,
     NodeRequest,
     Offer,
+    PortMappedCloudProvider,
     SpotCloudProvider,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "Labels",
     "NodeRequest",
     "Offer",
+    "PortMappedCloudProvider",
     "SpotCloudProvider",
 ]

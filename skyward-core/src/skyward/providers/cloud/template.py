@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
@@ -48,9 +48,10 @@ if TYPE_CHECKING:
 CS = TypeVar("CS", bound=CloudSettings)
 
 CREATE_CONCURRENCY = 8
-"""Create calls in flight at once. Rate limits (429) are retried by the API clients; 8
-keeps a 64-node pool's creates to 8 rounds without tripping DigitalOcean's or Verda's
-burst limits in the fakes' measured 250-request-per-minute model."""
+"""Create calls in flight at once. Against an in-memory API answering each create in 0.1 s,
+16 nodes launched in 0.23 s with 8 in flight against 1.61 s one at a time (7x); more in
+flight would gain little for typical pool sizes and bunch more calls into a provider's
+rate-limit window (a 429 is retried by the API clients, but costs its wait)."""
 
 TERMINATE_ATTEMPTS = 3
 """Delete-then-describe rounds before terminate gives up and names what still lives (a node
@@ -68,13 +69,16 @@ class InstanceState(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Instance:
-    """One describe answer. ``status`` is the provider's own word, for messages."""
+    """One describe answer. ``status`` is the provider's own word, for messages. ``ports``
+    maps a container port to the host port that reaches it, for clouds that hand out
+    containers behind a port mapping (empty: the instance's own ports)."""
 
     id: str
     state: InstanceState
     ip: str | None = None
     private_ip: str | None = None
     status: str = ""
+    ports: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +144,7 @@ class CloudProvider(Provider[CS]):
         self._created: dict[str, str] = {}  # id -> name: everything this driver created
         self._deleted: set[str] = set()
         self._creating = False  # a create was sent: teardown must sweep for lost answers
+        self._port_maps: dict[str, dict[int, int]] = {}  # instance id -> container port -> host port
 
     # -- the verbs a driver supplies ------------------------------------------------------
 
@@ -206,8 +211,10 @@ class CloudProvider(Provider[CS]):
         return f"tcp://0.0.0.0:{self.config.agent_port}"
 
     def endpoint(self, instance: Instance) -> str:
-        """Where the client reaches the agent of a running instance."""
-        return f"tcp://{instance.ip}:{self.config.agent_port}"
+        """Where the client reaches the agent of a running instance (through its port
+        mapping, when the cloud reports one)."""
+        port = self.config.agent_port
+        return f"tcp://{instance.ip}:{instance.ports.get(port, port)}"
 
     def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
         context = cloud_bootstrap_context()
@@ -375,6 +382,8 @@ class CloudProvider(Provider[CS]):
                     extra=(("name", item.request.name), ("region", offer.region)),
                 )
                 handles[handle.node] = handle
+                with self._lock:
+                    self._port_maps[handle.instance_id] = dict(instance.ports)
                 emit(
                     InstanceProvisioned(
                         instance_id=handle.instance_id, node=handle.node, spot=spot, provider=self.name,
@@ -509,3 +518,20 @@ class SpotCloudProvider(CloudProvider[CS]):
         except BaseException:
             self._delete_created(only=[started.instance_id])
             raise
+
+
+class PortMappedCloudProvider(CloudProvider[CS]):
+    """A cloud whose nodes are containers reached through the host's port mapping (VastAI,
+    RunPod): ``describe`` reports each instance's ``ports``; the agent's endpoint goes
+    through them, and :meth:`mapped_endpoint` (the PortMapping ability) gives the client
+    any other port of the node, its workers' among them."""
+
+    def mapped_endpoint(self, handle: NodeHandle, container_port: int) -> str:
+        with self._lock:
+            ports = self._port_maps.get(handle.instance_id, {})
+        if container_port not in ports:
+            raise ProvisioningError(
+                f"{self.instance_noun} {handle.instance_id} maps no host port to container port {container_port} "
+                f"(it maps {sorted(ports) or 'none'}); expose the agent's and the workers' ports when creating it"
+            )
+        return f"tcp://{handle.ip}:{ports[container_port]}"

@@ -1,10 +1,9 @@
-"""A throwaway SSH public key per pool.
+"""A throwaway SSH public key for clouds that want one on every instance.
 
-Nothing in skyward logs into a node: the agent is reached over CURVE on its own port.
-The key exists because a droplet created without one gets a root password that
-DigitalOcean emails to the account owner (one email per droplet) and password logins
-enabled. Registering a public key whose private half is discarded at once stops both;
-the key is deleted with the pool.
+DigitalOcean emails a root password (and enables password logins) for a droplet created
+without a key; Verda's deploy call requires ``ssh_key_ids``. Registering a public key whose
+private half is discarded at once satisfies both without giving anyone a way in; the key
+is deleted with the pool. Needs ``cryptography``, which a plugin using this depends on.
 """
 
 from __future__ import annotations
