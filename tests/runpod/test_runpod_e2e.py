@@ -103,3 +103,29 @@ def test_rate_limits_and_slow_pods_are_waited_out(runpod_world: World[FakeRunPod
         assert (square(4) >> pool)[0] == 16
     assert fake.count("POST", "/graphql", 429) == 3
     assert fake.pods == {}
+
+
+@compute
+def one() -> int:
+    return 1
+
+
+@compute
+def two() -> int:
+    return 2
+
+
+def test_the_seed_s_quick_example_runs_with_provider_runpod(
+    runpod_world: World[FakeRunPod], runpod_config: RunPod
+) -> None:
+    """The README's example with ``provider=sky.RunPod()`` (pointed at the fake), an
+    ``accelerator=sky.accelerators.A100()`` node and each execution operator."""
+    from dataclasses import asdict
+
+    provider = sky.RunPod(**asdict(runpod_config))
+    with sky.ComputePool(provider=provider, accelerator=sky.accelerators.A100(), display="quiet") as pool:
+        assert runpod_world.fake.pods[pool.nodes[0].instance_id].input["gpuTypeId"] == "NVIDIA A100 80GB PCIe"
+        assert (square(7) >> pool)[0] == 49
+        assert [r for r, _ in square(3) @ pool] == [9]
+        assert ((one() & two()) >> pool) == (1, 2)
+    assert runpod_world.fake.pods == {}

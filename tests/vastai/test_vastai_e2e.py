@@ -105,3 +105,27 @@ def test_no_offer_left_for_spot_always_fails_after_its_retries_and_leaves_nothin
             pass
     assert fake.instances == {} and len(fake.destroyed) == 1  # the node that got the last offer
     assert len(fake.searches) >= 3  # the pool's search, then one more per try of the unlucky node
+
+
+@compute
+def one() -> int:
+    return 1
+
+
+@compute
+def two() -> int:
+    return 2
+
+
+def test_the_seed_s_quick_example_runs_with_provider_vastai(vast_world: World[FakeVastAI], vast_config: VastAI) -> None:
+    """The README's example with ``provider=sky.VastAI()`` (pointed at the fake), an
+    ``accelerator=sky.accelerators.A100()`` node and each execution operator."""
+    from dataclasses import asdict
+
+    provider = sky.VastAI(**asdict(vast_config))
+    with sky.ComputePool(provider=provider, accelerator=sky.accelerators.A100(), display="quiet") as pool:
+        assert vast_world.fake.instances[int(pool.nodes[0].instance_id)].offer["gpu_name"] == "A100 PCIE"  # cheapest
+        assert (square(7) >> pool)[0] == 49
+        assert [r for r, _ in square(3) @ pool] == [9]
+        assert ((one() & two()) >> pool) == (1, 2)
+    assert vast_world.fake.instances == {}
