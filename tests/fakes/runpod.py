@@ -133,6 +133,14 @@ class FakeRunPod(FakeCloud):
         if self.on_deleted is not None:
             self.on_deleted(pod_id)
 
+    def add_pod(self, name: str, *, status: str = "RUNNING") -> str:
+        """A pod made outside this test (an earlier pool's leftover, or not skyward's)."""
+        with self.lock:
+            ident = f"otherpod{next(self._ids):04d}"
+            pod_input = {"name": name, "imageName": "img", "ports": "22/tcp"}
+            self.pods[ident] = FakePod(ident, pod_input, "#!/bin/sh\n", False, status)
+            return ident
+
     def live(self) -> dict[str, list[str]]:
         with self.lock:
             return {"pods": [f"{p.name} ({p.desired_status})" for p in self.pods.values()]}

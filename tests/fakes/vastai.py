@@ -156,6 +156,16 @@ class FakeVastAI(FakeCloud):
         if self.on_deleted is not None:
             self.on_deleted(str(ident))
 
+    def add_instance(self, label: str, *, status: str = "running") -> int:
+        """An instance made outside this test (an earlier pool's leftover, or not skyward's)."""
+        with self.lock:
+            ident = next(self._ids)
+            instance = FakeInstance(ident, dict(OFFERS[0]), label, "img", "#!/bin/sh\n", [], None, status)
+            if status != "running":
+                instance.intended_status = "stopped"
+            self.instances[ident] = instance
+            return ident
+
     def live(self) -> dict[str, list[str]]:
         with self.lock:
             return {"instances": [f"{i.label} ({i.actual_status})" for i in self.instances.values()]}
