@@ -149,11 +149,11 @@ class ComputePool:
         self._stop_error: BaseException | None = None
         self._head_port = _free_port()
         self._cluster: list[bytes] = []
-        self._reclaim_thread: threading.Thread | None = None
-        self._interrupted: set[str] = set()  # instance ids that took the interruption path
         self._progress = Progress(self._emit_progress)
         self._stopped = threading.Event()  # set when a shutdown (whoever started it) has finished
         self._owner_pid = os.getpid()
+        self._reclaim_thread: threading.Thread | None = None
+        self._interrupted: set[str] = set()  # instance ids that took the interruption path
 
     # -- events -----------------------------------------------------------------------
 
