@@ -18,10 +18,18 @@ from typing import Any
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import MappedPorts, parse_pool_label, pool_label, start_command_line
+from skyward.providers.cloud.marketplace import parse_pool_label, pool_label, start_command_line
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.cloud.template import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
-from skyward.providers.protocol import EventSink, NodeHandle
+from skyward.providers.cloud.template import (
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+    Offer,
+    PortMappedCloudProvider,
+    SpotCloudProvider,
+)
+from skyward.providers.protocol import EventSink
 from skyward.spot import Market, NodePlan, SpotNever, SpotStrategy
 from skyward.units import GIB
 from skyward_runpod.api import RunPodAPI
@@ -54,7 +62,7 @@ def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
     return InstanceState.RUNNING if status == "RUNNING" and mapped else InstanceState.PENDING
 
 
-class RunPodDriver(SpotCloudProvider[RunPod]):
+class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
     name = PROVIDER
     instance_noun = "pod"
 
@@ -69,7 +77,6 @@ class RunPodDriver(SpotCloudProvider[RunPod]):
         self._api: RunPodAPI | None = None
         self._type: PodType | None = None
         self._pool_id = ""
-        self.ports = MappedPorts()
 
     @property
     def api(self) -> RunPodAPI:
@@ -164,17 +171,11 @@ class RunPodDriver(SpotCloudProvider[RunPod]):
             if ident not in wanted:
                 continue
             host, mapping = ports_of(raw)
-            if host and mapping:
-                self.ports.record(ident, host, mapping)
-            state = state_of(raw, self.ports.has(ident, self.config.agent_port))
-            found[ident] = Instance(ident, state, ip=host or None, status=str(raw.get("desiredStatus") or ""))
+            state = state_of(raw, bool(host) and self.config.agent_port in mapping)
+            found[ident] = Instance(
+                ident, state, ip=host or None, status=str(raw.get("desiredStatus") or ""), ports=mapping
+            )
         return found
-
-    def endpoint(self, instance: Instance) -> str:
-        return self.ports.endpoint(instance.id, self.config.agent_port)
-
-    def mapped_endpoint(self, handle: NodeHandle, container_port: int) -> str:
-        return self.ports.endpoint(handle.instance_id, container_port)
 
     def delete(self, instance_ids: Sequence[str]) -> None:
         for instance_id in instance_ids:

@@ -19,14 +19,21 @@ from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import (
-    MappedPorts,
     parse_pool_label,
     pool_label,
     start_command,
 )
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.cloud.template import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
-from skyward.providers.protocol import EventSink, NodeHandle
+from skyward.providers.cloud.template import (
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+    Offer,
+    PortMappedCloudProvider,
+    SpotCloudProvider,
+)
+from skyward.providers.protocol import EventSink
 from skyward.spot import Market, NodePlan, SpotNever, SpotStrategy
 from skyward_vastai.api import VastAPI
 from skyward_vastai.config import VastAI, api_key
@@ -63,7 +70,7 @@ def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
     return InstanceState.RUNNING if status == "running" and mapped else InstanceState.PENDING
 
 
-class VastAIDriver(SpotCloudProvider[VastAI]):
+class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
     name = PROVIDER
 
     def __init__(
@@ -79,7 +86,6 @@ class VastAIDriver(SpotCloudProvider[VastAI]):
         self._tried: set[int] = set()
         self._wanted: dict[str, Any] = {}
         self._pool_id = ""
-        self.ports = MappedPorts()
 
     @property
     def api(self) -> VastAPI:
@@ -198,17 +204,11 @@ class VastAIDriver(SpotCloudProvider[VastAI]):
                 continue
             host = str(raw.get("public_ipaddr") or "").strip()
             mapping = ports_of(raw)
-            if host and mapping:
-                self.ports.record(ident, host, mapping)
-            state = state_of(raw, self.ports.has(ident, self.config.agent_port))
-            found[ident] = Instance(ident, state, ip=host or None, status=str(raw.get("actual_status") or ""))
+            state = state_of(raw, bool(host) and self.config.agent_port in mapping)
+            found[ident] = Instance(
+                ident, state, ip=host or None, status=str(raw.get("actual_status") or ""), ports=mapping
+            )
         return found
-
-    def endpoint(self, instance: Instance) -> str:
-        return self.ports.endpoint(instance.id, self.config.agent_port)
-
-    def mapped_endpoint(self, handle: NodeHandle, container_port: int) -> str:
-        return self.ports.endpoint(handle.instance_id, container_port)
 
     def delete(self, instance_ids: Sequence[str]) -> None:
         for instance_id in instance_ids:

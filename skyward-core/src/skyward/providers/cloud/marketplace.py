@@ -130,35 +130,3 @@ def reap_reason(mark: PoolMark | None, stopped: bool, now: float, own_pool: str 
     if now > mark.expires:
         return f"its pool {mark.pool_id} expired at {mark.expires}"
     return None
-
-
-class MappedPorts:
-    """Where each container port of each instance is reached: the host's address and the
-    port it maps there (the PortMapping ability's lookup; drivers record what describe
-    reads). Thread-safe: the pool reads it from its I/O thread."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self._lock = threading.Lock()
-        self._ports: dict[str, tuple[str, dict[int, int]]] = {}
-
-    def record(self, instance_id: str, host: str, mapping: dict[int, int]) -> None:
-        with self._lock:
-            self._ports[instance_id] = (host, dict(mapping))
-
-    def has(self, instance_id: str, container_port: int) -> bool:
-        with self._lock:
-            return container_port in self._ports.get(instance_id, ("", {}))[1]
-
-    def endpoint(self, instance_id: str, container_port: int) -> str:
-        from skyward.errors import ProvisioningError
-
-        with self._lock:
-            host, mapping = self._ports.get(instance_id, ("", {}))
-        if container_port not in mapping:
-            raise ProvisioningError(
-                f"instance {instance_id} maps no host port to its container port {container_port} "
-                f"(it maps {sorted(mapping) or 'none'})"
-            )
-        return f"tcp://{host}:{mapping[container_port]}"
