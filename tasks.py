@@ -22,7 +22,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
-PACKAGES = ["skyward-core", "skyward-aws", "skyward-digitalocean", "skyward-verda", "skyward-torch", "skyward-sklearn"]
+PACKAGES = [
+    "skyward-core",
+    "skyward-aws",
+    "skyward-digitalocean",
+    "skyward-verda",
+    "skyward-vastai",
+    "skyward-runpod",
+    "skyward-torch",
+    "skyward-sklearn",
+]
 STAMP = VENV / ".skyward-installed"
 
 

@@ -38,6 +38,7 @@ from skyward.providers import rules
 from skyward.providers.protocol import (
     FollowsBootstrap,
     NodeHandle,
+    PortMapping,
     ProviderDriver,
     ReclaimWatch,
     SpotMarket,
@@ -139,6 +140,7 @@ class ComputePool:
         self._fn_pickles = serialize.FunctionPickles()  # pickled functions reused across calls
         self._client: PoolClient | None = None
         self._nodes: list[NodeHandle] = []
+        self._mapped: dict[int, NodeHandle] = {}  # node -> its newest handle (PortMapping)
         self._started_at = 0.0
         self._timer: threading.Timer | None = None
         self._cost_thread: threading.Thread | None = None
@@ -303,6 +305,16 @@ class ComputePool:
             self.emit(BootstrapProgress(instance_id=handle.instance_id, step=step))
         self.emit(BootstrapCompleted(instance_id=handle.instance_id))
 
+    def _port_map(self) -> Callable[[int, int], str] | None:
+        """For a provider whose nodes are containers behind a host's port mapping
+        (PortMapping): each worker's port is looked up through it, on the node's newest
+        handle (a replacement's included, set before its handshake)."""
+        driver = self._driver
+        if not isinstance(driver, PortMapping):
+            return None
+        self._mapped = {n.node: n for n in self._nodes}
+        return lambda node, port: driver.mapped_endpoint(self._mapped[node], port)
+
     def _connect(self) -> list[dict[str, Any]]:
         """Connects to every agent and checks it can serve this client; returns their hellos."""
         import cloudpickle
@@ -314,6 +326,7 @@ class ComputePool:
             self._on_node_message,
             rerun_interrupted=any(n.spot for n in self._nodes),
             decoder=self._decoder,
+            port_map=self._port_map(),
         )
         infos = self._client.connect(timeout=float(self._settings.bootstrap_timeout))
         for node, info in zip(self._nodes, infos, strict=True):
@@ -405,6 +418,7 @@ class ComputePool:
             timeout = float(self._settings.bootstrap_timeout)
             if self._client is None or self._state != "active":
                 return
+            self._mapped[node] = new
             info = self._client.replace_node(node, new.endpoint, self._cluster, timeout)
             self._nodes[node] = new
             self._report_bootstrap(new, info)

@@ -87,9 +87,15 @@ class PoolClient:
         node_timeout: float = 20.0,
         rerun_interrupted: bool = False,
         decoder: ResultDecoder | None = None,
+        port_map: Callable[[int, int], str] | None = None,
     ) -> None:
         # rerun_interrupted: the tasks of a node that gets an interruption notice run
         # again elsewhere (the pool turns it on for spot pools)
+        # port_map(node, container_port): where the client reaches that port of a node
+        # whose host maps container ports to other ports (the PortMapping ability of
+        # container clouds: VastAI hands out random host ports, so the workers' ports
+        # keep no fixed offset from the agent's); None: worker_endpoint's rule
+        self._port_map = port_map
         self._rerun_interrupted = rerun_interrupted
         self._decoder = decoder or ResultDecoder()
         self._calls: list[Callable[[], None]] = []
@@ -158,7 +164,7 @@ class PoolClient:
         node.info = info
         self._poller.register(node.socket, zmq.POLLIN)
         self._by_socket[node.socket] = node
-        endpoints = handshake.worker_endpoints(node.endpoint, info)
+        endpoints = [self._worker_at(node, bound) for bound in info["endpoints"]]
         for index, endpoint in enumerate(endpoints):
             worker = _Worker((node.index, index), endpoint)
             node.workers.append(worker)
@@ -173,6 +179,13 @@ class PoolClient:
                 _fail(
                     completion, NodeLostError(f"node {node.index} was replaced before this task, meant for it, ended")
                 )
+
+    def _worker_at(self, node: _Node, bound: str) -> str:
+        """Where to reach a worker of ``node`` that bound ``bound`` (through the port map
+        when there is one)."""
+        if self._port_map is not None and bound.startswith("tcp://"):
+            return self._port_map(node.index, int(bound.rsplit(":", 1)[1]))
+        return worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint") if node.info else None)
 
     def _open_worker(self, worker: _Worker) -> None:
         worker.socket = self._socket(zmq.DEALER, worker.endpoint)
@@ -629,8 +642,7 @@ class PoolClient:
             worker.generation += 1
         elif notice.get("kind") == "worker-ready":
             worker = node.workers[int(notice["worker"])]
-            agent_bound = node.info.get("agent_endpoint") if node.info else None
-            worker.endpoint = worker_endpoint(node.endpoint, notice["endpoint"], agent_bound)
+            worker.endpoint = self._worker_at(node, notice["endpoint"])
             self._close_worker_socket(worker)
             self._open_worker(worker)
             with self._lock:
