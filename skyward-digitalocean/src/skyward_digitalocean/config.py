@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
+from skyward.providers.cloud.settings import (
+    check_attempts,
+    check_flag,
+    check_node_settings,
+    check_port,
+    check_seconds,
+    check_urls,
+)
 
 TOKEN_ENV = "DIGITALOCEAN_TOKEN"
 DEFAULT_API_URL = "https://api.digitalocean.com"
@@ -68,23 +75,25 @@ class DigitalOcean:
     reap: bool = True
 
     def __post_init__(self) -> None:
-        if self.region not in REGIONS:
+        if not isinstance(self.region, str) or self.region not in REGIONS:
             raise ConfigurationError(
                 f"DigitalOcean(region={self.region!r}) is not a known region; use one of: {', '.join(REGIONS)}"
             )
-        if self.client_address is not None:
-            from skyward.providers.cloud.addresses import parse_client_address
-
-            parse_client_address(self.client_address, "DigitalOcean(client_address=...)")
+        check_node_settings(
+            "DigitalOcean",
+            grace_period=self.grace_period,
+            bootstrap_timeout=self.bootstrap_timeout,
+            client_address=self.client_address,
+        )
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(
                 f"DigitalOcean(image={self.image!r}) must be an image slug such as 'ubuntu-24-04-x64'"
             )
         check_port("DigitalOcean", "agent_port", self.agent_port)
-        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
-        check_seconds("DigitalOcean", self, (*seconds, "api_backoff"))
+        check_seconds("DigitalOcean", self, ("provision_timeout", "poll_interval", "api_timeout", "api_backoff"))
         check_attempts("DigitalOcean", "api_retries", self.api_retries)
         check_urls("DigitalOcean", self, ("api_url", "address_url"))
+        check_flag("DigitalOcean", "reap", self.reap)
 
 
 def token_from_env() -> str:

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
+from skyward.providers.cloud.settings import (
+    check_attempts,
+    check_flag,
+    check_node_settings,
+    check_port,
+    check_seconds,
+    check_seconds_value,
+    check_urls,
+)
 
 CLIENT_ID_ENV = "VERDA_CLIENT_ID"
 CLIENT_SECRET_ENV = "VERDA_CLIENT_SECRET"
@@ -74,26 +82,28 @@ class Verda:
                 f"Verda(region={self.region!r}) must be a location code such as 'FIN-01', "
                 "or None to pick a location with capacity"
             )
-        if self.client_address is not None:
-            from skyward.providers.cloud.addresses import parse_client_address
-
-            parse_client_address(self.client_address, "Verda(client_address=...)")
+        check_node_settings(
+            "Verda",
+            grace_period=self.grace_period,
+            bootstrap_timeout=self.bootstrap_timeout,
+            client_address=self.client_address,
+        )
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(
                 f"Verda(image={self.image!r}) must be an image type such as 'ubuntu-24.04-cuda-12.8'"
             )
-        if isinstance(self.ssh_key_ids, str):
-            raise ConfigurationError("Verda(ssh_key_ids=...) takes a list of SSH key ids, not one string")
+        if not isinstance(self.ssh_key_ids, list | tuple):
+            raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) takes a list of SSH key ids (strings)")
         object.__setattr__(self, "ssh_key_ids", tuple(self.ssh_key_ids))
         if not all(isinstance(k, str) and k for k in self.ssh_key_ids):
             raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) must be non-empty strings")
         check_port("Verda", "agent_port", self.agent_port)
-        seconds = ("grace_period", "bootstrap_timeout", "provision_timeout", "poll_interval", "api_timeout")
-        check_seconds("Verda", self, seconds)  # api_backoff may be 0: below
-        if isinstance(self.api_backoff, bool) or not isinstance(self.api_backoff, int | float) or self.api_backoff < 0:
-            raise ConfigurationError(f"Verda(api_backoff={self.api_backoff!r}) must be a number of seconds >= 0")
+        check_seconds("Verda", self, ("provision_timeout", "poll_interval", "api_timeout"))
+        if self.api_backoff != 0:  # 0: retry at once
+            check_seconds_value("Verda", "api_backoff", self.api_backoff)
         check_attempts("Verda", "api_retries", self.api_retries)
         check_urls("Verda", self, ("api_url", "address_url"))
+        check_flag("Verda", "reap", self.reap)
 
 
 def credentials_from_env() -> tuple[str, str]:

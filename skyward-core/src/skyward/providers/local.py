@@ -34,7 +34,7 @@ class Local:
     transport:         "ipc" (default; a private socket directory keeps other local
                        users out) or "tcp" (loopback + CURVE, like a cloud node).
     grace_period:      seconds an agent keeps running without hearing from its client
-                       before it exits (the client pings every second).
+                       before it exits (the client pings every second); at most a day.
     bootstrap_timeout: seconds to wait for every node's agent to come up, environment
                        build included.
     """
@@ -44,12 +44,11 @@ class Local:
     bootstrap_timeout: float = 600.0
 
     def __post_init__(self) -> None:
-        if self.transport not in ("ipc", "tcp"):
+        from skyward.providers.cloud.settings import check_node_settings
+
+        if not isinstance(self.transport, str) or self.transport not in ("ipc", "tcp"):
             raise ConfigurationError(f"Local(transport={self.transport!r}): use 'ipc' or 'tcp'")
-        if not 0 < self.grace_period <= 3600:
-            raise ConfigurationError(f"Local(grace_period={self.grace_period!r}): must be in (0, 3600] seconds")
-        if self.bootstrap_timeout <= 0:
-            raise ConfigurationError(f"Local(bootstrap_timeout={self.bootstrap_timeout!r}): must be positive")
+        check_node_settings("Local", grace_period=self.grace_period, bootstrap_timeout=self.bootstrap_timeout)
 
 
 @dataclass
