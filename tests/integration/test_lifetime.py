@@ -17,11 +17,13 @@ GRACE = 3.0
 
 
 def _agent_processes(pool_id: str) -> list[psutil.Process]:
+    """The agents of a Local pool: ``python -m skyward.agent`` running in a node directory
+    of the pool's run directory (``.../skyward-<pool id>-*/node-<i>``)."""
     found = []
-    for proc in psutil.process_iter(["cmdline", "environ"]):
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
         try:
-            cmd = " ".join(proc.info["cmdline"] or [])
-            if "skyward.agent" in cmd and pool_id in str((proc.info["environ"] or {}).get("SKYWARD_AGENT_CONFIG", "")):
+            cmd = proc.info["cmdline"] or []
+            if cmd[-2:] == ["-m", "skyward.agent"] and f"skyward-{pool_id}-" in (proc.info["cwd"] or ""):
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

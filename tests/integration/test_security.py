@@ -9,7 +9,6 @@ import stat
 import subprocess
 from pathlib import Path
 
-import cloudpickle
 import pytest
 import zmq
 
@@ -95,4 +94,27 @@ def test_workers_never_see_the_nodes_keys() -> None:
         secret = pool._keys.server_secret.decode()
     assert "SKYWARD_AGENT_CONFIG" not in env
     assert not any(secret in value for value in env.values())
-    assert cloudpickle  # the payload library is the pool's, not the environment's
+
+
+@sky.compute
+def process_records() -> dict[str, bytes]:
+    """What a task can read of its own process and of its agent (its parent): the initial
+    environment and the command line, which outlive any ``os.environ.pop``."""
+    agent = os.getppid()
+    records = {}
+    for who, pid in (("worker", os.getpid()), ("agent", agent)):
+        for what in ("environ", "cmdline"):
+            records[f"{who} {what}"] = Path(f"/proc/{pid}/{what}").read_bytes()
+    records["agent is the agent"] = Path(f"/proc/{agent}/cmdline").read_bytes()
+    return records
+
+
+def test_a_task_cannot_read_the_server_secret_from_its_agents_process() -> None:
+    with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp"), display="quiet") as pool:
+        records = process_records() >> pool
+        secret = pool._keys.server_secret
+    assert b"skyward.agent" in records.pop("agent is the agent")  # the parent read is the agent's
+    assert len(secret) == 40  # z85 of a 32-byte key: the needle is the real secret
+    for name, record in records.items():
+        assert record, f"{name} was empty: the probe read nothing"
+        assert secret not in record, f"the node's server secret is readable in {name}"

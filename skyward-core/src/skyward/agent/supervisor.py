@@ -96,7 +96,6 @@ class Supervisor:
 
     def _spawn(self, index: int) -> None:
         env = dict(os.environ)
-        env.pop("SKYWARD_AGENT_CONFIG", None)  # workers never see the node's config in their environment
         devices = self.config.visible_devices
         if index < len(devices) and devices[index] is not None:
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the indices are NVML's, which follow the PCI bus
@@ -366,9 +365,16 @@ def _with_mig_devices(config: AgentConfig) -> AgentConfig:
     return dataclasses.replace(config, visible_devices=devices)
 
 
+def _close_stdin() -> None:
+    """Nothing else comes on stdin: point it at /dev/null so no child inherits the pipe."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
 def main() -> None:
-    config = _with_mig_devices(AgentConfig.from_env())
-    os.environ.pop("SKYWARD_AGENT_CONFIG", None)
+    config = _with_mig_devices(AgentConfig.from_stream(sys.stdin))
+    _close_stdin()
     supervisor = Supervisor(config)
 
     def on_signal(signum: int, _frame: object) -> None:
