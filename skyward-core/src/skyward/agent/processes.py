@@ -9,6 +9,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from skyward.agent.output import OutputBuffer
+
 
 def describe_exit(returncode: int) -> str:
     """A person-readable cause of death: 'killed by SIGKILL (possibly out of memory)'."""
@@ -20,22 +22,6 @@ def describe_exit(returncode: int) -> str:
         hint = " (possibly out of memory: the kernel's OOM killer sends SIGKILL)"
         return f"killed by {name}" + (hint if name == "SIGKILL" else "")
     return f"exited with status {returncode}"
-
-
-@dataclass
-class OutputBuffer:
-    """Splits a pipe's bytes into lines, keeping a partial last line for later."""
-
-    pending: bytes = b""
-
-    def feed(self, data: bytes) -> list[str]:
-        self.pending += data
-        *lines, self.pending = self.pending.split(b"\n")
-        return [line.decode(errors="replace").rstrip("\r") for line in lines]
-
-    def flush(self) -> list[str]:
-        rest, self.pending = self.pending, b""
-        return [rest.decode(errors="replace")] if rest else []
 
 
 @dataclass
@@ -69,7 +55,7 @@ class WorkerProcess:
             handle.outputs[fd] = (stream_name, OutputBuffer())
         return handle
 
-    def read(self, fd: int) -> tuple[str, list[str], bool]:
+    def read(self, fd: int, now: float = 0.0) -> tuple[str, list[str], bool]:
         """Read what is available on one of its pipes: (stream, lines, reached EOF)."""
         stream, buffer = self.outputs[fd]
         chunks: list[bytes] = []
@@ -83,10 +69,16 @@ class WorkerProcess:
                 eof = True
                 break
             chunks.append(data)
-        lines = buffer.feed(b"".join(chunks))
+        lines: list[str] = []
+        for chunk in chunks:
+            lines += buffer.feed(chunk, now)
         if eof:
             lines += buffer.flush()
         return stream, lines, eof
+
+    def due(self, now: float) -> list[tuple[str, list[str]]]:
+        """Per stream, the text that has waited long enough for a line end."""
+        return [(stream, lines) for stream, buffer in self.outputs.values() if (lines := buffer.due(now))]
 
     def close_pipes(self) -> None:
         for pipe in (self.process.stdout, self.process.stderr):

@@ -243,11 +243,21 @@ class Supervisor:
             self._forward_output(worker, fd)
 
     def _forward_output(self, worker: WorkerProcess, fd: int) -> bool:
-        stream, lines, eof = worker.read(fd)
+        stream, lines, eof = worker.read(fd, time.monotonic())
+        self._send_lines(worker, stream, lines)
+        return eof
+
+    def _send_lines(self, worker: WorkerProcess, stream: str, lines: list[str]) -> None:
         if lines:
             payload = {"worker": worker.index, "stream": stream, "lines": lines, "ts": time.time()}
             self._send_client([wire.LOG, wire.encode_json(payload)])
-        return eof
+
+    def _forward_partial_lines(self, now: float) -> None:
+        """Text a task wrote without a line end goes out once it has waited a moment
+        (skyward.agent.output), so a progress bar or a prompt shows up while it runs."""
+        for worker in list(self.workers.values()):
+            for stream, lines in worker.due(now):
+                self._send_lines(worker, stream, lines)
 
     def _on_worker_exit(self, worker: WorkerProcess) -> bool:
         try:
@@ -299,6 +309,7 @@ class Supervisor:
         if self.sampler is not None and self.client is not None and now - self.last_metrics >= c.metrics_interval:
             self.last_metrics = now
             self._send_client([wire.METRICS, wire.encode_json(self.sampler.sample())])
+        self._forward_partial_lines(now)
         for worker in list(self.workers.values()):
             if worker.outputs and worker.process.poll() is not None:
                 self._on_worker_exit(worker)  # died without closing its pipes (a grandchild holds them)
