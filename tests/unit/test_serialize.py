@@ -59,3 +59,26 @@ def test_task_heads_round_trip(key: bytes, fn: bytes, arguments: bytes) -> None:
     assert len(frames) == 2
     got_key, got_fn, got_arguments = wire.decode_task(frames)
     assert (got_key, bytes(got_fn), bytes(got_arguments[0]), got_arguments[1]) == (key, fn, arguments, b"buffer")
+
+
+def _defined_here() -> int:
+    raise ValueError("from this file")
+
+
+def test_a_function_sent_by_value_keeps_its_file_name_for_remote_tracebacks() -> None:
+    """cloudpickle 3.1.3 renames the code of by-value functions to <dynamic-code>, which took
+    the user's file name and source lines out of every remote traceback."""
+    import pickle as std_pickle
+    import traceback
+
+    from skyward.transport import serialize
+
+    serialize._pickle_user_modules_by_value(_defined_here)
+    _, raw = serialize.dumps_function(_defined_here)
+    rebuilt = std_pickle.loads(raw)
+    assert rebuilt.__code__.co_filename == __file__
+    try:
+        rebuilt()
+    except ValueError as exc:
+        text = "".join(traceback.format_exception(exc))
+    assert f'File "{__file__}"' in text and 'raise ValueError("from this file")' in text

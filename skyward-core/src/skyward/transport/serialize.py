@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import os
 import pickle
 import sys
 import types
 import weakref
+from collections import ChainMap
 from collections.abc import Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, ClassVar
 
 import cloudpickle
 
@@ -42,11 +44,35 @@ def dumps_function(fn: object) -> tuple[bytes, bytes]:
     batch of 10,000 calls of one function unpickles it once per worker."""
     _pickle_user_modules_by_value(fn)
     try:
-        raw = cloudpickle.dumps(fn, protocol=5)
+        raw = _dumps_keeping_filenames(fn)
     except Exception as exc:
         name = getattr(fn, "__qualname__", repr(fn))
         raise ConfigurationError(f"cannot send {name} to the pool: the function cannot be pickled: {exc}") from exc
     return hashlib.blake2b(raw, digest_size=16).digest(), raw
+
+
+def _code_reduce_keeping_filename(code: types.CodeType) -> tuple[Any, tuple[Any, ...]]:
+    """cloudpickle's reduction of a code object, with its real ``co_filename`` put back.
+
+    cloudpickle 3.1.3 writes every function sent by value with the file name
+    ``<dynamic-code>`` (for byte-identical pickles across machines), so a remote traceback
+    lost the user's file name and, on Local nodes, the source line of every frame
+    (``raise CustomError(code)``). The file name costs a few bytes and is stable for a
+    given source file, so the pickle of a function is still the same on every call."""
+    rebuild, args = cloudpickle.cloudpickle._code_reduce(code)
+    return rebuild, tuple(code.co_filename if arg == "<dynamic-code>" else arg for arg in args)
+
+
+class _FunctionPickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no types
+    dispatch_table: ClassVar[ChainMap[Any, Any]] = ChainMap(
+        {types.CodeType: _code_reduce_keeping_filename}, cloudpickle.Pickler.dispatch_table
+    )
+
+
+def _dumps_keeping_filenames(fn: object) -> bytes:
+    with io.BytesIO() as out:
+        _FunctionPickler(out, protocol=5).dump(fn)
+        return out.getvalue()
 
 
 def dumps_arguments(fn: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Frame]:
