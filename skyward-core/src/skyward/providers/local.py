@@ -78,6 +78,7 @@ class LocalDriver:
     def __init__(self, config: Local) -> None:
         self.config = config
         self.run_dir: Path | None = None
+        self.swept: list[Path] = []  # stale run directories this pool's start removed
         self._nodes: list[_LocalNode] = []
 
     def validate(self, spec: Any) -> None:
@@ -110,8 +111,14 @@ class LocalDriver:
         return devices
 
     def prepare(self, spec: Any, emit: EventSink) -> str:
+        from skyward.providers.local_sweep import current_owner, sweep, write_owner
+
+        # Run directories of clients that died (killed, timed out) hold sockets, logs and
+        # node scripts (a tcp pool's hold its server secret): nobody else removes them.
+        self.swept = sweep(Path(tempfile.gettempdir()))
         # mkdtemp makes the directory 0700: the ipc sockets inside are ours alone.
         self.run_dir = Path(tempfile.mkdtemp(prefix=f"skyward-{spec.pool_id}-"))
+        write_owner(self.run_dir, current_owner())
         return "local"
 
     def _bootstrap_context(self, spec: Any) -> BootstrapContext:
