@@ -214,5 +214,5 @@ def test_a_test_whose_fake_recorded_a_violation_fails() -> None:
 
     fail_on_violations(SimpleNamespace(violations=[]), "DigitalOcean")  # nothing recorded: passes
     recorded = SimpleNamespace(violations=["inbound rule open to the whole internet: 0.0.0.0/0"])
-    with pytest.raises(pytest.fail.Exception, match="0.0.0.0/0"):
+    with pytest.raises(pytest.fail.Exception, match=r"0\.0\.0\.0/0"):
         fail_on_violations(recorded, "DigitalOcean")

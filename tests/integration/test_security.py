@@ -48,7 +48,9 @@ def _agent_of(pool: sky.ComputePool) -> psutil.Process:
     """The agent process of a one-node Local pool: ``-m skyward.agent`` in its run directory."""
     run_dir = str(pool._driver.run_dir)  # type: ignore[attr-defined]
     for proc in psutil.process_iter(["cmdline", "cwd"]):
-        if (proc.info["cmdline"] or [])[-2:] == ["-m", "skyward.agent"] and (proc.info["cwd"] or "").startswith(run_dir):
+        if (proc.info["cmdline"] or [])[-2:] == ["-m", "skyward.agent"] and (proc.info["cwd"] or "").startswith(
+            run_dir
+        ):
             return proc
     raise AssertionError(f"no agent runs in {run_dir}")
 

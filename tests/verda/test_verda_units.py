@@ -97,13 +97,16 @@ def test_every_spot_strategy_is_accepted(monkeypatch: pytest.MonkeyPatch) -> Non
         pool = sky.ComputePool(provider=Verda(), spot=spot, display="quiet")
         assert pool.spec.spot == strategy  # the pool keeps the strategy asked for
         markets = [plan.market for plan in plan_markets(pool.spec.spot, 2)]
-        assert markets == {
-            "always": [Market.SPOT] * 2,
-            "if-available": [Market.SPOT] * 2,
-            "never": [Market.ON_DEMAND] * 2,
-            0.5: [Market.ON_DEMAND, Market.SPOT],
-            None: [Market.ON_DEMAND] * 2,
-        }[spot]
+        assert (
+            markets
+            == {
+                "always": [Market.SPOT] * 2,
+                "if-available": [Market.SPOT] * 2,
+                "never": [Market.ON_DEMAND] * 2,
+                0.5: [Market.ON_DEMAND, Market.SPOT],
+                None: [Market.ON_DEMAND] * 2,
+            }[spot]
+        )
 
 
 # -- instance types ------------------------------------------------------------------------
