@@ -59,8 +59,12 @@ def test_pool_on_use_callback_and_a_raising_callback(capfd: pytest.CaptureFixtur
     assert metrics and 0 <= metrics[0].cpu_percent <= 100 and metrics[0].memory_total_mb > 0
     assert metrics[0].gpu_utilization is None  # no NVIDIA GPU here
     assert any(isinstance(e, ev.PoolStarted) for e in scoped)  # captured at construction
-    reported = capfd.readouterr().err
-    assert reported.count("a user's callback is broken (handling InfraCreating)") == 1  # reported once
+    # display="quiet" prints nothing, but a user's broken callback is still reported once,
+    # on stderr, with its traceback.
+    captured = capfd.readouterr()
+    assert captured.err.count("event callback failed") == 1
+    assert "RuntimeError: a user's callback is broken" in captured.err and "event_type=InfraCreating" in captured.err
+    assert "event callback failed" not in captured.out
 
 
 def test_collect_metrics_false_stops_metrics() -> None:
@@ -108,7 +112,6 @@ def test_multipool_starts_in_parallel() -> None:
     with sky.MultiPool(*pools) as (a, b, c):
         assert (hello(1) >> a, hello(2) >> b, hello(3) >> c) == (1, 2, 3)
     launches = [(m["InfraCreated"], m["InstanceLaunching"]) for m in moments.values()]
-    assert all(end - start >= 2.0 for start, end in launches)  # the recorder saw each sleep
     assert max(start for start, _ in launches) < min(end for _, end in launches)  # all three at once
     assert not (a.is_active or b.is_active or c.is_active)
 
