@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Developer tasks. Needs nothing but Python 3.11+; everything else goes into .venv.
 
-python3 tasks.py example   # run examples/quickstart.py on a Local pool of two nodes
+python3 tasks.py example   # run examples/01_quickstart.py on a Local pool of two nodes
 python3 tasks.py test      # install everything, run the whole test suite
 python3 tasks.py check     # ruff (lint + format) and mypy
 python3 tasks.py bench     # the quick benchmark (see bench/README.md)
+python3 tasks.py docs      # build the documentation site strictly into site/ (--serve: serve it live)
+python3 tasks.py examples  # run every script in examples/ on Local (names: only those)
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -31,8 +34,9 @@ def run(*cmd: str | Path, env: dict[str, str] | None = None, check: bool = True)
 def ensure_venv(dev: bool) -> None:
     if not PY.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = "dev" if dev else "core"
-    if STAMP.exists() and (STAMP.read_text() == "dev" or STAMP.read_text() == wanted):
+    wanted = f"{'dev' if dev else 'core'} {_requirements_digest()}"
+    have = STAMP.read_text() if STAMP.exists() else ""
+    if have == wanted or (not dev and have == wanted.replace("core", "dev", 1)):
         return
     pip = [PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     editable = [arg for p in (PACKAGES if dev else PACKAGES[:1]) for arg in ("-e", ROOT / p)]
@@ -43,9 +47,22 @@ def ensure_venv(dev: bool) -> None:
     STAMP.write_text(wanted)
 
 
+def _requirements_digest() -> str:
+    """What the installs depend on: a changed pyproject (a new dependency, a new console
+    script or entry point) or requirements file makes the next task install again, so a
+    .venv made before a pull never runs with stale metadata."""
+    digest = hashlib.sha256()
+    for path in sorted(
+        [ROOT / "requirements-dev.txt", *ROOT.glob("*/pyproject.toml"), *ROOT.glob("tests/*/pyproject.toml")]
+    ):
+        if path.exists():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def example() -> int:
     ensure_venv(dev=False)
-    return run(PY, ROOT / "examples" / "quickstart.py", check=False)
+    return run(PY, ROOT / "examples" / "01_quickstart.py", check=False)
 
 
 def _in_isolated_netns(cmd: list[str | Path]) -> list[str | Path]:
@@ -98,11 +115,58 @@ def bench(extra: list[str]) -> int:
     return run(PY, ROOT / "bench" / "run.py", *extra, check=False)
 
 
+def docs(extra: list[str]) -> int:
+    """``mkdocs build --strict``: a broken link, a missing anchor or an API name that no
+    longer exists fails the build. ``--serve`` serves the site with live reload instead."""
+    ensure_venv(dev=True)
+    probe = [PY, "-c", "import mkdocs, material, mkdocstrings_handlers.python"]
+    if subprocess.run([str(c) for c in probe], capture_output=True, check=False).returncode != 0:
+        # a .venv made before the site's tools joined requirements-dev.txt
+        run(PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", ROOT / "requirements-dev.txt")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    if "--serve" in extra:
+        return run(PY, "-m", "mkdocs", "serve", "--strict", *[a for a in extra if a != "--serve"], env=env, check=False)
+    return run(PY, "-m", "mkdocs", "build", "--strict", *extra, env=env, check=False)
+
+
+EXAMPLE_TIMEOUT = 300  # seconds; the slowest (PyTorch DDP, Keras) take about 20 s on a 2-core machine
+
+
+def examples(names: list[str]) -> int:
+    """Run each ``examples/NN_*.py`` in order on Local (``SKYWARD_PROVIDER`` unset), each in
+    its own process, and report every failure rather than the first."""
+    ensure_venv(dev=True)
+    scripts = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
+    if names:
+        scripts = [s for s in scripts if s.stem in names or s.name in names]
+    env = {k: v for k, v in os.environ.items() if k != "SKYWARD_PROVIDER"}
+    failed: list[str] = []
+    for script in scripts:
+        print(f"=== {script.name}", flush=True)
+        try:
+            code = subprocess.run(
+                [str(PY), str(script)], cwd=ROOT, env=env, timeout=EXAMPLE_TIMEOUT, check=False
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = -1
+        if code != 0:
+            failed.append(f"{script.name} (exit {code})")
+    print(f"examples: {len(scripts) - len(failed)} passed, {len(failed)} failed", flush=True)
+    for name in failed:
+        print(f"FAILED {name}", flush=True)
+    return 1 if failed or not scripts else 0
+
+
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in {"example", "test", "check", "bench"}:
+    tasks = {"example", "test", "check", "bench", "docs", "examples"}
+    if len(sys.argv) < 2 or sys.argv[1] not in tasks:
         print(__doc__)
         return 2
     task, extra = sys.argv[1], sys.argv[2:]
+    if task == "docs":
+        return docs(extra)
+    if task == "examples":
+        return examples(extra)
     if task == "example":
         return example()
     if task == "test":

@@ -16,6 +16,7 @@ import pytest
 
 import skyward as sky
 from skyward import distributed
+from skyward.errors import ReplicasDisagreeError
 
 pytest.importorskip("keras")
 
@@ -56,6 +57,34 @@ def fit_on_jax() -> dict[str, Any]:
         "losses": history.history["loss"],
         "weights": [np.asarray(w).ravel().tolist() for w in model.get_weights()],
     }
+
+
+@sky.compute
+@distributed.keras(backend="jax", timeout=120)
+def fit_on_jax_unseeded() -> list[list[float]]:
+    """The original documentation's example, which never seeds Keras: each process used to
+    initialise its own weights, and placing them on the data-parallel mesh failed with an
+    assertion deep in JAX's ``device_put``."""
+    import keras
+    import numpy as np
+
+    x, y = _data()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    return [np.asarray(w).ravel().tolist() for w in model.get_weights()]
+
+
+@sky.compute
+@distributed.keras(backend="jax", timeout=120)
+def fit_on_jax_seeded_per_rank() -> None:
+    import keras
+
+    x, y = _data()
+    keras.utils.set_random_seed(sky.instance_info().rank)  # each process its own weights
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False)
 
 
 @sky.compute
@@ -159,6 +188,20 @@ def test_keras_on_jax_fits_data_parallel(pool2: sky.ComputePool) -> None:
         assert result["mesh_devices"] == 2  # one CPU device per process
         assert result["process_count"] == 2
     _check_training(results)
+
+
+def test_keras_on_jax_trains_without_the_user_seeding_keras(pool2: sky.ComputePool) -> None:
+    pytest.importorskip("jax")
+    first, second = fit_on_jax_unseeded() @ pool2
+    assert first == second  # one model: every process initialised it identically
+
+
+def test_keras_on_jax_seeded_per_rank_says_what_to_change(pool2: sky.ComputePool) -> None:
+    pytest.importorskip("jax")
+    with pytest.raises(ReplicasDisagreeError, match=r"do not re-seed per rank .* seed=\.\.\.\)") as info:
+        fit_on_jax_seeded_per_rank() @ pool2
+    assert isinstance(info.value, AssertionError)  # what JAX raised, still catchable as such
+    assert "device_put" in str(info.value.__cause__)
 
 
 def test_keras_on_torch_trains_with_ddp(pool2: sky.ComputePool) -> None:

@@ -26,7 +26,7 @@ from skyward.distributed.backends import tensorflow_backend as tfb
 from skyward.distributed.backends.base import DistributedFunction, wrap
 from skyward.distributed.backends.env import PROCESS_GROUP_VARIABLES, process_group_env, scoped_environ
 from skyward.distributed.backends.jax_backend import JaxLauncher, initialize_arguments
-from skyward.distributed.backends.keras_backend import KerasLauncher, keras_pip
+from skyward.distributed.backends.keras_backend import KerasLauncher, keras_pip, keras_seed
 from skyward.distributed.backends.rendezvous import Peer, RendezvousError, _parse_table, exchange
 from skyward.distributed.backends.tensorflow_backend import (
     ClusterChangedError,
@@ -261,11 +261,23 @@ def test_decorator_order_is_checked() -> None:
         (lambda: distributed.jax(local_device_ids="01"), r"local_device_ids='01'\)"),
         (lambda: distributed.keras(backend="numpy"), r"distributed.keras\(backend='numpy'\): use one of 'jax'"),
         (lambda: distributed.tensorflow(timeout=-1), r"distributed.tensorflow\(timeout=-1\)"),
+        (lambda: distributed.keras(seed=-1), r"distributed.keras\(seed=-1\): must be an integer from 0 to"),
+        (lambda: distributed.keras(seed=2**32), r"distributed.keras\(seed=4294967296\)"),
+        (lambda: distributed.keras(seed="0"), r"distributed.keras\(seed='0'\)"),
     ],
 )
 def test_bad_options_fail_at_decoration(make: Any, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         make()
+
+
+@given(job_id=st.text(max_size=40))
+def test_every_worker_of_a_job_derives_one_keras_seed_numpy_accepts(job_id: str) -> None:
+    infos = [InstanceInfo(node=n, total_nodes=3, job_id=job_id) for n in range(3)]
+    seeds = {keras_seed(None, info) for info in infos}
+    assert len(seeds) == 1
+    assert 0 <= seeds.pop() < 2**32
+    assert keras_seed(7, infos[0]) == 7
 
 
 def test_backends_resolve_through_the_registry() -> None:

@@ -93,6 +93,21 @@ def test_chaining_something_that_is_not_a_computation_is_refused() -> None:
         sky.gather(add(1), "nope")  # type: ignore[arg-type]
 
 
+def test_a_chain_without_parentheses_says_to_add_them() -> None:
+    # `add(1) & add(2) >> pool` is `add(1) & (add(2) >> pool)`: add(2) runs alone first,
+    # then & receives its result, 2. The error must name the cause and the fix.
+    pool = RecordingPool()
+    with pytest.raises(ConfigurationError, match=r"add parentheses: `\(f\(\) & g\(\)\) >> pool`") as info:
+        add(1) & add(2) >> pool  # type: ignore[operator]
+    assert "got 2" in str(info.value)
+    assert ">> and @ bind tighter than &" in str(info.value)
+    assert pool.calls == ["run"]  # the right side did run alone, as the message says
+    with pytest.raises(ConfigurationError, match="add parentheses"):
+        add(1) & add(2) & add(3) >> pool  # type: ignore[operator]
+    with pytest.raises(ConfigurationError, match="add parentheses"):
+        add(1) & add(2) @ pool  # type: ignore[operator]
+
+
 def test_compute_is_idempotent() -> None:
     assert sky.compute(add) is add
 

@@ -29,7 +29,7 @@ from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
 from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, normalize_spot, plan_markets, wants_spot
-from skyward_aws import ami, iam, infra, interruption, launch, offers
+from skyward_aws import ami, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
 from skyward_aws.endpoints import (
@@ -241,6 +241,7 @@ class AWSDriver:
         now = datetime.datetime.now(datetime.UTC)
         self._expires_at = infra.expiry(now, spec.timeout + self.config.bootstrap_timeout + NODE_TTL_SLACK)
         try:
+            resources.sweep_at_start(self.clients, self.config.region, spec.pool_id, emit)  # what dead clients left
             self.plan(spec, emit)
             assert self.network is not None
             tags = infra.pool_tags(spec.pool_id, self._expires_at, name=f"skyward-{spec.pool_id}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from skyward.cli.model import ProviderTools
 from skyward.plugins.contributions import ProviderPlugin, VolumePlugin
 from skyward.plugins.hookspecs import hookimpl
 
@@ -29,3 +30,11 @@ def skyward_exports() -> Mapping[str, object]:
     from skyward_aws.volumes import S3Volume
 
     return {"AWS": AWS, "S3Volume": S3Volume}
+
+
+@hookimpl
+def skyward_provider_tools() -> Sequence[ProviderTools]:
+    """``skyward ls``, ``down``, ``offers`` and ``doctor`` for this provider."""
+    from skyward_aws.tools import TOOLS
+
+    return [TOOLS]

@@ -40,5 +40,11 @@ class NotInComputationError(SkywardError, RuntimeError):
     """A worker-only API (``instance_info``, ``shard``) was called outside a computation."""
 
 
+class ReplicasDisagreeError(SkywardError, AssertionError):
+    """The processes of one data-parallel computation hold different values where they must
+    hold the same (Keras on JAX: weights initialised from different seeds). An
+    ``AssertionError`` too, because that is what the framework raised."""
+
+
 class RemoteError(SkywardError):
     """Raised when a remote exception cannot be rebuilt as its original type."""

@@ -16,7 +16,8 @@ What deletes it, and what each path guarantees:
   or whose pool's expiry tag has passed, are deleted; so are the firewall, SSH key and
   tag of a pool once its expiry has passed and none of its droplets is left;
 * ``python -m skyward_digitalocean.reaper`` (or :func:`reap`), for a cron job or CI
-  schedule: the same, without starting a pool.
+  schedule: the same, without starting a pool. ``skyward down --expired`` does the same
+  for every installed provider and checks the result (see docs/cli.md).
 
 What it does not guarantee: if the client dies and no pool is started again and no
 scheduled reaper runs, a powered-off droplet bills until someone deletes it (its tags

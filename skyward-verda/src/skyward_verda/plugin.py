@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from skyward.cli.model import ProviderTools
 from skyward.plugins.contributions import ProviderPlugin
 from skyward.plugins.hookspecs import hookimpl
 
@@ -22,3 +23,11 @@ def skyward_exports() -> Mapping[str, object]:
     from skyward_verda.config import Verda
 
     return {"Verda": Verda}
+
+
+@hookimpl
+def skyward_provider_tools() -> Sequence[ProviderTools]:
+    """``skyward ls``, ``down``, ``offers`` and ``doctor`` for this provider."""
+    from skyward_verda.tools import TOOLS
+
+    return [TOOLS]

@@ -11,7 +11,8 @@ and is treated here as still billing. So something holding the credentials delet
   (``Verda(reap=True)``, the default): skyward instances (found by their description
   ``skyward pool=... expires=...``) that are shut down or past their expiry are deleted
   with their OS volumes, and the startup scripts and keys of expired pools removed;
-* ``python -m skyward_verda.reaper`` (or :func:`reap`), for a cron job.
+* ``python -m skyward_verda.reaper`` (or :func:`reap`), for a cron job; ``skyward down
+  --expired`` does the same for every installed provider and checks the result.
 
 If the client dies and nothing runs again, a shut-down instance stays until someone
 deletes it; its description says which pool it belonged to and when it expired.

@@ -58,7 +58,7 @@ class PendingCompute(Generic[R]):
         return pool.broadcast(self)
 
     def __and__(self, other: PendingCompute[B]) -> PendingBatch2[R, B]:
-        return PendingBatch2((self, _check_pending(other)))
+        return PendingBatch2((self, _check_chained(other)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # ``fn`` is the function @compute wrapped; its module attribute is the wrapper, so
@@ -109,6 +109,19 @@ def _check_pending(value: object) -> PendingCompute[Any]:
     return value
 
 
+def _check_chained(value: object) -> PendingCompute[Any]:
+    """``_check_pending`` for the right side of ``&``, where a non-computation almost always
+    means ``f() & g() >> pool``: Python binds ``>>`` (and ``@``) tighter than ``&``, so
+    ``g()`` has already run alone and ``&`` receives its result. Say so, and how to write it."""
+    if not isinstance(value, PendingCompute):
+        raise ConfigurationError(
+            f"expected a computation (the result of calling a @compute function) on the right of &, got {value!r}. "
+            "If you wrote `f() & g() >> pool`, Python ran `g() >> pool` first (>> and @ bind tighter than &), "
+            "so g() has already run alone; add parentheses: `(f() & g()) >> pool`"
+        )
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class PendingBatch(Generic[R]):
     """Computations that run in parallel; ``batch >> pool`` returns their results in order."""
@@ -131,7 +144,7 @@ class PendingBatch2(PendingBatch[Any], Generic[A, B]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[C]) -> PendingBatch3[A, B, C]:
-        return PendingBatch3((*self.items, _check_pending(other)))
+        return PendingBatch3((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +153,7 @@ class PendingBatch3(PendingBatch[Any], Generic[A, B, C]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[D]) -> PendingBatch4[A, B, C, D]:
-        return PendingBatch4((*self.items, _check_pending(other)))
+        return PendingBatch4((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +162,7 @@ class PendingBatch4(PendingBatch[Any], Generic[A, B, C, D]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[E]) -> PendingBatch5[A, B, C, D, E]:
-        return PendingBatch5((*self.items, _check_pending(other)))
+        return PendingBatch5((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +171,7 @@ class PendingBatch5(PendingBatch[Any], Generic[A, B, C, D, E]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[F]) -> PendingBatch6[A, B, C, D, E, F]:
-        return PendingBatch6((*self.items, _check_pending(other)))
+        return PendingBatch6((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +180,7 @@ class PendingBatch6(PendingBatch[Any], Generic[A, B, C, D, E, F]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[G]) -> PendingBatch7[A, B, C, D, E, F, G]:
-        return PendingBatch7((*self.items, _check_pending(other)))
+        return PendingBatch7((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +189,7 @@ class PendingBatch7(PendingBatch[Any], Generic[A, B, C, D, E, F, G]):
         return pool.run_batch(self)  # type: ignore[return-value]
 
     def __and__(self, other: PendingCompute[H]) -> PendingBatch8[A, B, C, D, E, F, G, H]:
-        return PendingBatch8((*self.items, _check_pending(other)))
+        return PendingBatch8((*self.items, _check_chained(other)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from skyward.cli.model import ProviderTools
     from skyward.image import Image
     from skyward.plugins.contributions import (
         BootstrapStep,
@@ -68,3 +69,10 @@ def skyward_bootstrap_steps(image: Image) -> Sequence[BootstrapStep]:  # type: i
 @hookspec
 def skyward_worker_startup(info: InstanceInfo) -> None:
     """Runs inside each worker process before its first task."""
+
+
+@hookspec
+def skyward_provider_tools() -> Sequence[ProviderTools]:  # type: ignore[empty-body]
+    """A provider's part of the ``skyward`` command: list and delete what its pools left,
+    check its credentials, and (optionally) list its offers and the client address its
+    firewall opens. See :mod:`skyward.cli.model`."""

@@ -1,9 +1,11 @@
 """Skyward in one screen: a pool of two Local nodes, every operator, and shard().
 
-Run it with:  python3 tasks.py example   (or: .venv/bin/python examples/quickstart.py)
+Run it with:  python3 tasks.py example   (or: .venv/bin/python examples/01_quickstart.py)
 """
 
 from __future__ import annotations
+
+from _provider import provider
 
 import skyward as sky
 
@@ -33,7 +35,7 @@ def describe(n: int) -> str:
 
 
 def main() -> None:
-    with sky.ComputePool(nodes=2, display="log") as pool:
+    with sky.ComputePool(provider=provider(), nodes=2, display="log") as pool:
         print(">>      ", square(7) >> pool)
         print("@       ", where_am_i() @ pool)
         number, text = (square(12) & describe(12)) >> pool

@@ -1,6 +1,6 @@
 """scikit-learn's GridSearchCV on a pool: every fit of the search runs on the pool's workers.
 
-Run it with:  .venv/bin/python examples/sklearn_grid_search.py
+Run it with:  .venv/bin/python examples/11_sklearn_grid_search.py
 
 It uses two Local nodes (processes on this machine). On a cloud, change only the
 provider, e.g. ``ScikitLearnPool(provider=sky.AWS(), nodes=4, concurrency=4)``: the
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from _provider import provider
 from sklearn.datasets import load_digits
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.svm import SVC
@@ -29,7 +30,7 @@ def where(estimator: object, X: object, y: object) -> float:
 def main() -> None:
     X, y = load_digits(return_X_y=True)
     grid = {"C": [0.1, 1.0, 10.0], "gamma": [1e-4, 1e-3, 1e-2]}
-    with ScikitLearnPool(nodes=2, display="quiet") as pool:
+    with ScikitLearnPool(provider=provider(), nodes=2, display="quiet") as pool:
         started = time.perf_counter()
         search = GridSearchCV(SVC(), grid, cv=5, n_jobs=-1).fit(X, y)
         print(f"best {search.best_params_} score {search.best_score_:.4f} in {time.perf_counter() - started:.1f} s")

@@ -4,17 +4,21 @@ Every worker runs ``train`` inside one torch.distributed process group (gloo on 
 on GPUs), trains on its own shard of the data through DistributedSampler, and DDP keeps
 the replicas identical by averaging gradients.
 
-Run it with:  .venv/bin/python examples/distributed_torch.py   (needs torch installed)
+Run it with:  .venv/bin/python examples/07_pytorch_ddp.py   (needs torch installed; exits 0 without)
 """
 
 from __future__ import annotations
+
+import importlib.util
+
+from _provider import on_cloud, provider
 
 import skyward as sky
 from skyward import distributed
 
 
 @sky.compute
-@distributed.torch(backend="gloo")
+@distributed.torch(backend=None)  # nccl where CUDA is, gloo otherwise
 def train(epochs: int) -> tuple[int, float, list[float]]:
     import torch
     import torch.distributed as dist
@@ -49,7 +53,11 @@ def train(epochs: int) -> tuple[int, float, list[float]]:
 
 
 def main() -> None:
-    with sky.ComputePool(nodes=2, display="log") as pool:
+    if importlib.util.find_spec("torch") is None and not on_cloud():
+        print("torch is not installed here: pip install torch (skipped)")
+        return
+    image = sky.Image(pip=["torch"]) if on_cloud() else sky.Image()  # Local: this interpreter's torch
+    with sky.ComputePool(provider=provider(), image=image, nodes=2, display="log") as pool:
         results = train(5) @ pool  # once on every worker: that is the launch
     for rank, loss, weights in results:
         print(f"rank {rank}: final loss {loss:.4f}, weights {weights}")

@@ -1,0 +1,84 @@
+"""The environments pools built under ``$SKYWARD_HOME/envs`` (default ``~/.skyward``).
+
+Each environment is a directory named ``<image hash>-<skyward hash>`` beside a lock file
+``<name>.lock`` that every bootstrap using it opens (truncating it), so the lock file's
+modification time is the environment's last use. An environment whose interpreter a
+running process uses is never removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from skyward.bootstrap import ENV_COMPLETE
+
+DEFAULT_HOME = "~/.skyward"
+
+
+def skyward_home() -> Path:
+    return Path(os.environ.get("SKYWARD_HOME") or DEFAULT_HOME).expanduser()
+
+
+@dataclass(frozen=True, slots=True)
+class CachedEnvironment:
+    name: str
+    path: Path
+    size: int  # bytes on disk
+    last_used: float  # Unix time
+    complete: bool  # built to the end (an incomplete one is rebuilt on next use)
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def environments(home: Path) -> list[CachedEnvironment]:
+    """The cached environments, most recently used first."""
+    envs = home / "envs"
+    if not envs.is_dir():
+        return []
+    found = []
+    for entry in envs.iterdir():
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        lock = entry.with_name(entry.name + ".lock")
+        used = (lock if lock.exists() else entry).stat().st_mtime
+        found.append(CachedEnvironment(entry.name, entry, _size(entry), used, (entry / ENV_COMPLETE).exists()))
+    return sorted(found, key=lambda e: e.last_used, reverse=True)
+
+
+def in_use(env: CachedEnvironment, running: Iterable[str]) -> bool:
+    """Whether any of the ``running`` executables lives in this environment (pure)."""
+    root = str(env.path) + os.sep
+    return any(exe.startswith(root) for exe in running)
+
+
+def running_executables() -> list[str]:
+    """The executables (and interpreters named first on a command line) of this user's processes."""
+    import psutil
+
+    found: list[str] = []
+    for process in psutil.process_iter(["exe", "cmdline"]):
+        info = process.info
+        if info.get("exe"):
+            found.append(str(info["exe"]))
+        cmdline = info.get("cmdline") or []
+        if cmdline:
+            found.append(str(cmdline[0]))
+    return found
+
+
+def remove(env: CachedEnvironment) -> None:
+    shutil.rmtree(env.path)
+    env.path.with_name(env.name + ".lock").unlink(missing_ok=True)

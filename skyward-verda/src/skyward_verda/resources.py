@@ -1,0 +1,94 @@
+"""What Skyward pools left on Verda, as the ``skyward`` command sees it: instances (their
+description ``skyward pool=<id> expires=<time>``, deleted with their OS volume), startup
+scripts and SSH keys (named ``skyward-<id>-<expiry>[-<node>]``); deleting them and
+checking they are gone. The pool-start reaper (``reaper``) keeps its own rules (it also
+takes shut-down instances of unexpired pools)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from skyward.cli.model import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_time
+from skyward_verda.api import VerdaAPI, VerdaAPIError
+from skyward_verda.naming import DEAD, parse_description, parse_resource_name
+
+PROVIDER = "verda"
+GLOBAL = "global"
+
+
+def resource_of_instance(raw: dict[str, Any]) -> Resource | None:
+    mark = parse_description(str(raw.get("description") or ""))
+    if mark is None:
+        return None
+    price = raw.get("price_per_hour")
+    return Resource(
+        provider=PROVIDER,
+        region=str(raw.get("location", "")),
+        pool_id=mark.pool_id,
+        kind=INSTANCE,
+        id=str(raw.get("id", "")),
+        state=str(raw.get("status", "")),
+        created=parse_time(raw.get("created_at")),
+        expires_at=float(mark.expires),
+        hourly_price=float(price) if isinstance(price, int | float) else None,
+        name=str(raw.get("hostname", "")),
+        idle=str(raw.get("status", "")) in DEAD,  # shut down: it and its disk still bill
+    )
+
+
+def _named(kind: str, raw: dict[str, Any]) -> Resource | None:
+    name = str(raw.get("name", ""))
+    mark = parse_resource_name(name)
+    if mark is None:
+        return None
+    ident = str(raw.get("id", ""))
+    return Resource(
+        PROVIDER,
+        GLOBAL,
+        mark.pool_id,
+        kind,
+        ident,
+        "present",
+        parse_time(raw.get("created_at")),
+        float(mark.expires),
+        None,
+        name,
+    )
+
+
+def list_all(api: VerdaAPI) -> list[Resource]:
+    found = [r for r in (resource_of_instance(i) for i in api.instances()) if r is not None]
+    found += [r for r in (_named(STARTUP_SCRIPT, s) for s in api.scripts()) if r is not None]
+    found += [r for r in (_named(SSH_KEY, k) for k in api.ssh_keys()) if r is not None]
+    return found
+
+
+def delete_and_verify(api: VerdaAPI, resources: Sequence[Resource]) -> list[Removal]:
+    """Delete instances (with their OS volumes: a kept disk bills), then scripts and keys;
+    then list again."""
+    errors: dict[tuple[str, str], str] = {}
+    volumes = {str(i.get("id")): i.get("os_volume_id") for i in api.instances()}
+    for resource in (r for r in resources if r.kind == INSTANCE):
+        volume = volumes.get(resource.id)
+        try:
+            api.delete_instances([resource.id], [str(volume)] if volume else [])
+        except VerdaAPIError as error:
+            errors[(resource.kind, resource.id)] = str(error)
+    for resource in (r for r in resources if r.kind in (STARTUP_SCRIPT, SSH_KEY)):
+        try:
+            if resource.kind == STARTUP_SCRIPT:
+                api.delete_script(resource.id)
+            else:
+                api.delete_ssh_key(resource.id)
+        except VerdaAPIError as error:
+            errors[(resource.kind, resource.id)] = str(error)
+    left = {(r.kind, r.id) for r in list_all(api)}
+    removals = []
+    for resource in resources:
+        key = (resource.kind, resource.id)
+        if key in left:
+            removals.append(Removal(resource, False, errors.get(key, "still listed after the deletion was asked for")))
+        else:
+            removals.append(Removal(resource, True))
+    return removals
