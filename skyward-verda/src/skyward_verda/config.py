@@ -99,7 +99,8 @@ class Verda:
             raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) must be non-empty strings")
         check_port("Verda", "agent_port", self.agent_port)
         check_seconds("Verda", self, ("provision_timeout", "poll_interval", "api_timeout"))
-        if self.api_backoff != 0:  # 0: retry at once
+        backoff = self.api_backoff
+        if isinstance(backoff, bool) or not isinstance(backoff, int | float) or backoff != 0:  # 0: retry at once
             check_seconds_value("Verda", "api_backoff", self.api_backoff)
         check_attempts("Verda", "api_retries", self.api_retries)
         check_urls("Verda", self, ("api_url", "address_url"))
