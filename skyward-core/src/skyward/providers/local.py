@@ -51,6 +51,33 @@ class Local:
         check_node_settings("Local", grace_period=self.grace_period, bootstrap_timeout=self.bootstrap_timeout)
 
 
+def _total_memory_mb() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total // 2**20)
+
+
+def check_local_capacity(
+    cpu: int | None, memory_mb: int | None, workers: int, machine_cpus: int, machine_memory_mb: int
+) -> None:
+    """``cpu=`` and ``memory=`` (per worker) on the Local provider: its workers share this
+    machine, so the request holds when the machine has that much for every worker of the
+    pool; otherwise it is refused, naming what the machine has. Nothing is reserved or
+    pinned: like a cloud instance type, the machine is chosen (here: checked) to fit."""
+    if cpu is not None and cpu * workers > machine_cpus:
+        raise ConfigurationError(
+            f"cpu={cpu} per worker x {workers} worker(s) needs {cpu * workers} CPU cores; this machine, where "
+            f"the Local provider runs every worker, has {machine_cpus}. Ask for at most "
+            f"{max(1, machine_cpus // workers)} per worker, or leave cpu unset"
+        )
+    if memory_mb is not None and memory_mb * workers > machine_memory_mb:
+        raise ConfigurationError(
+            f"memory={memory_mb} MB per worker x {workers} worker(s) needs {memory_mb * workers} MB; this machine, "
+            f"where the Local provider runs every worker, has {machine_memory_mb} MB. Ask for less, or leave "
+            "memory unset"
+        )
+
+
 @dataclass
 class _LocalNode:
     index: int
@@ -95,6 +122,7 @@ class LocalDriver:
             )
         if spec.volumes:
             raise ConfigurationError("volume=... is not available on the Local provider: it mounts nothing")
+        check_local_capacity(spec.cpu, spec.memory_mb, spec.total_workers, os.cpu_count() or 1, _total_memory_mb())
         self.visible_devices(spec)  # raises when the accelerator is not on this machine
 
     def visible_devices(self, spec: Any) -> list[list[str | None]]:
