@@ -27,7 +27,11 @@ def test_a_pool_emits_its_whole_lifecycle_in_order() -> None:
     seen: list[Any] = []
     with sky.ComputePool(nodes=2, display="quiet", on_event=seen.append) as pool:
         hello(1) >> pool
-        time.sleep(0.3)  # let the log line arrive
+        # The log line may arrive after the result: wait for it, up to a deadline, rather
+        # than for a fixed nap that a loaded machine can overrun.
+        deadline = time.monotonic() + 10
+        while not any(isinstance(e, ev.LogLine) for e in seen) and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert lifecycle_problems(seen, nodes=2) == []
     kinds = [type(e).__name__ for e in seen]
     assert kinds.index("PoolStarted") < kinds.index("CostUpdate") < kinds.index("PoolStopping")
@@ -82,12 +86,14 @@ def test_spinner_view_shows_nodes_tasks_and_cost() -> None:
     snapshots: list[str] = []
     with sky.ComputePool(nodes=2, display="quiet", on_event=display) as pool:
         sky.gather(*[hello(i) for i in range(4)]) >> pool
-        time.sleep(0.3)
-        snapshot = Console(record=True, width=100, file=io.StringIO())
-        snapshot.print(display.renderable())  # type: ignore[attr-defined]
-        snapshots.append(snapshot.export_text())
+        deadline = time.monotonic() + 10  # events arrive on their own thread: poll the view
+        while not snapshots or ("4 done" not in snapshots[-1] and time.monotonic() < deadline):
+            time.sleep(0.02)
+            snapshot = Console(record=True, width=100, file=io.StringIO())
+            snapshot.print(display.renderable())  # type: ignore[attr-defined]
+            snapshots.append(snapshot.export_text())
     display.close()
-    text = snapshots[0]
+    text = snapshots[-1]
     rows = [line for line in text.splitlines() if line.split()[:1] in (["0"], ["1"])]
     assert len(rows) == 2 and all("local-" in row for row in rows)  # one row per node
     assert "4 done · 0 failed · 0 running · 4 submitted" in text
