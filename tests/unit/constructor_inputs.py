@@ -95,6 +95,12 @@ def _vendor(namespace: str, factory: str, **required: object) -> Callable[..., o
     return make
 
 
+def _accelerator(**kwargs: object) -> object:
+    from skyward import Accelerator
+
+    return Accelerator("A100", **kwargs)  # type: ignore[arg-type]
+
+
 def _spot_always(**kwargs: object) -> object:
     from skyward import Spot
 
@@ -168,6 +174,8 @@ PARAMETERS: list[Parameter] = [
     ),
     *_params("Image", _image, "python pip pip_extra_index_url apt env"),
     *_params("Local", _local_config, "transport grace_period bootstrap_timeout"),
+    # The dataclass itself checks only its shape (the factories check against the catalog).
+    *_params("Accelerator", _accelerator, "count mig"),
     *_params("A100", _nvidia("A100"), "count memory mig form_factor"),
     *_params("H100", _nvidia("H100"), "count memory mig form_factor"),
     *_params("T4", _nvidia("T4"), "count memory"),
