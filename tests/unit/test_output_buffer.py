@@ -81,3 +81,37 @@ def test_megabytes_without_a_newline_go_out_in_bounded_pieces() -> None:
             sent += len(piece)
         assert buffer.pending_chars < 64 * 1024
     assert sent == 4 * 1024 * 1024
+
+
+def test_a_worker_writing_faster_than_the_agent_reads_is_read_a_bounded_amount_per_turn() -> None:
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from skyward.agent.output import OutputBuffer as Buffer
+    from skyward.agent.processes import MAX_READS_PER_TURN, PIPE_READ, WorkerProcess
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    total = 4 * 1024 * 1024
+
+    def write() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(b"x" * total)  # no newline at all
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    worker = WorkerProcess(0, process, {read_end: ("stdout", Buffer())})
+    received = 0
+    eof = False
+    while not eof:
+        _, lines, eof = worker.read(read_end)
+        size = sum(len(line) for line in lines)
+        assert size <= MAX_READS_PER_TURN * PIPE_READ  # one turn never holds more than this
+        received += size
+    writer.join()
+    process.wait()
+    os.close(read_end)
+    assert received == total  # and, turn after turn, nothing is lost

@@ -24,6 +24,15 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+PIPE_READ = 65536  # bytes per read: a Linux pipe's default capacity
+MAX_READS_PER_TURN = 16
+"""Reads of one pipe per turn of the supervisor's loop (1 MiB): the rest waits in the pipe,
+where it holds the writing task back instead of growing the agent."""
+MAX_READS_AT_EXIT = 1024
+"""Reads of a dead worker's pipe before it is closed (64 MiB): all it wrote, unless a
+grandchild that kept the pipe keeps writing."""
+
+
 @dataclass
 class WorkerProcess:
     index: int
@@ -55,26 +64,32 @@ class WorkerProcess:
             handle.outputs[fd] = (stream_name, OutputBuffer())
         return handle
 
-    def read(self, fd: int, now: float = 0.0) -> tuple[str, list[str], bool]:
-        """Read what is available on one of its pipes: (stream, lines, reached EOF)."""
+    def read(self, fd: int, now: float = 0.0, reads: int = MAX_READS_PER_TURN) -> tuple[str, list[str], bool]:
+        """Read what is available on one of its pipes, at most ``reads`` pipe reads:
+        (stream, lines, reached EOF). A task writing faster than the agent sends would
+        otherwise keep it here, holding ever more text."""
         stream, buffer = self.outputs[fd]
-        chunks: list[bytes] = []
+        lines: list[str] = []
         eof = False
-        while True:
+        for _ in range(reads):
             try:
-                data = os.read(fd, 65536)
+                data = os.read(fd, PIPE_READ)
             except BlockingIOError:
                 break
             if not data:
                 eof = True
                 break
-            chunks.append(data)
-        lines: list[str] = []
-        for chunk in chunks:
-            lines += buffer.feed(chunk, now)
+            lines += buffer.feed(data, now)
         if eof:
             lines += buffer.flush()
         return stream, lines, eof
+
+    def drain(self, fd: int, now: float) -> tuple[str, list[str]]:
+        """All that is left in one of a finished worker's pipes, partial line included."""
+        stream, lines, eof = self.read(fd, now, reads=MAX_READS_AT_EXIT)
+        if not eof:
+            lines += self.outputs[fd][1].flush()
+        return stream, lines
 
     def due(self, now: float) -> list[tuple[str, list[str]]]:
         """Per stream, the text that has waited long enough for a line end."""

@@ -239,8 +239,9 @@ class Supervisor:
         return False
 
     def _flush_output(self, worker: WorkerProcess) -> None:
+        """Everything left in a finished worker's pipes (see MAX_READS_AT_EXIT)."""
         for fd in list(worker.outputs):
-            self._forward_output(worker, fd)
+            self._send_lines(worker, *worker.drain(fd, time.monotonic()))
 
     def _forward_output(self, worker: WorkerProcess, fd: int) -> bool:
         stream, lines, eof = worker.read(fd, time.monotonic())
