@@ -131,6 +131,7 @@ def _plain(value: object) -> bool:
 
 
 FLAGS = frozenset({"collect_metrics", "use_ssm", "read_only", "reap"})
+# safe_results is a flag too, with None for "the provider's default".
 """Yes/no parameters: only ``True`` and ``False`` may be accepted (``reap="no"`` is truthy)."""
 
 TEXT = frozenset({"client_address", "client_cidr", "region", "transport", "display", "python", "machine"})
@@ -138,6 +139,8 @@ TEXT = frozenset({"client_address", "client_cidr", "region", "transport", "displ
 
 
 def _documented(name: str, value: object) -> bool:
+    if name == "safe_results":
+        return value is None or isinstance(value, bool)
     if name in FLAGS:
         return isinstance(value, bool)
     if name in TEXT:
@@ -170,7 +173,7 @@ PARAMETERS: list[Parameter] = [
         "ComputePool",
         _pool,
         "provider image nodes machine accelerator cpu memory volume spot timeout env concurrency display "
-        "on_event collect_metrics pip",
+        "on_event collect_metrics pip safe_results allow_results",
     ),
     *_params("Image", _image, "python pip pip_extra_index_url apt env"),
     *_params("Local", _local_config, "transport grace_period bootstrap_timeout"),

@@ -58,6 +58,10 @@ _CORE_EXPORTS: dict[str, str] = {
     "NotInComputationError": "skyward.errors",
     "RemoteError": "skyward.errors",
     "PluginMissingError": "skyward.errors",
+    "NodeLostError": "skyward.errors",
+    "RemoteExitError": "skyward.errors",
+    "UnreadableResultError": "skyward.errors",
+    "AbandonedError": "skyward.errors",
 }
 
 _EVENT_NAMES = [
