@@ -76,6 +76,9 @@ def test_the_token_is_checked_and_never_sent_to_a_droplet(fake_do: FakeDigitalOc
     with pytest.raises(ProvisioningError, match=r"401.*Unable to authenticate"):
         driver.prepare(make_spec(do_config), [].append)
     driver.teardown()
+    # The wrong token was sent on purpose: the fake must have seen it (and nothing else wrong).
+    assert fake_do.violations and all("without the right bearer token" in v for v in fake_do.violations)
+    fake_do.violations.clear()
 
 
 def test_a_partial_launch_failure_deletes_what_was_made(fake_do: FakeDigitalOcean, do_config: DigitalOcean) -> None:

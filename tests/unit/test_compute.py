@@ -110,3 +110,16 @@ def test_a_chain_without_parentheses_says_to_add_them() -> None:
 
 def test_compute_is_idempotent() -> None:
     assert sky.compute(add) is add
+
+
+def test_a_computation_of_a_module_level_function_survives_the_standard_pickle() -> None:
+    import pickle
+
+    import cloudpickle
+    from pickling_target import add
+
+    pending = add(1, b=2)
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, pickle.loads)):
+        copy = loads(dumps(pending))
+        assert copy == pending and copy.fn is add.local
+        assert copy.fn(*copy.args, **copy.kwargs) == 3

@@ -7,7 +7,10 @@ plugin registry, with a clear error naming the extra to install when one is miss
 
 from __future__ import annotations
 
+import dis
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -54,6 +57,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "PoolTimeoutError": "skyward.errors",
     "NotInComputationError": "skyward.errors",
     "RemoteError": "skyward.errors",
+    "PluginMissingError": "skyward.errors",
     "NodeLostError": "skyward.errors",
     "RemoteExitError": "skyward.errors",
     "UnreadableResultError": "skyward.errors",
@@ -140,6 +144,9 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     )
     from skyward.errors import (
         NotInComputationError as NotInComputationError,
+    )
+    from skyward.errors import (
+        PluginMissingError as PluginMissingError,
     )
     from skyward.errors import (
         PoolClosedError as PoolClosedError,
@@ -270,7 +277,21 @@ def __getattr__(name: str) -> Any:
     exports = registry.exports()
     if name in exports:
         return exports[name]
-    raise missing_plugin_error(name)
+    error = missing_plugin_error(name)
+    if _from_import(sys._getframe(1)):
+        # ``from skyward import AWS``: Python would replace an AttributeError with a bare
+        # "cannot import name", losing the install hint; an ImportError goes through.
+        from skyward.errors import PluginMissingError
+
+        raise PluginMissingError(str(error), name="skyward") from None
+    raise error
+
+
+def _from_import(frame: types.FrameType) -> bool:
+    """Whether ``frame`` is running ``from skyward import NAME`` (rather than ``skyward.NAME``,
+    ``getattr`` or ``hasattr``, which must keep getting an AttributeError)."""
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and dis.opname[code[frame.f_lasti]] == "IMPORT_FROM"
 
 
 def __dir__() -> list[str]:

@@ -11,6 +11,11 @@ class ConfigurationError(SkywardError, ValueError):
     """Bad input to a public API, detected before anything is provisioned."""
 
 
+class PluginMissingError(SkywardError, ImportError):
+    """``from skyward import AWS`` without the plugin that provides it: says what to
+    install. (``skyward.AWS`` raises an ``AttributeError`` with the same words.)"""
+
+
 class ProvisioningError(SkywardError):
     """A provider could not provide, bootstrap or reach the requested nodes."""
 

@@ -7,6 +7,8 @@ worker, ``&`` chains up to eight into a typed batch, and ``gather`` groups any n
 from __future__ import annotations
 
 import functools
+import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
@@ -57,6 +59,48 @@ class PendingCompute(Generic[R]):
 
     def __and__(self, other: PendingCompute[B]) -> PendingBatch2[R, B]:
         return PendingBatch2((self, _check_chained(other)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # ``fn`` is the function @compute wrapped; its module attribute is the wrapper, so
+        # the standard pickle, which saves functions by name, finds "not the same object".
+        # Save the wrapper's name instead; any other function is saved as it is.
+        return (_rebuild, (_ComputeName.of(self.fn) or self.fn, self.args, self.kwargs))
+
+
+@dataclass(frozen=True, slots=True)
+class _ComputeName:
+    """Where a module-level ``@compute`` function lives: its computation's ``fn`` is the
+    wrapper's ``.local`` there."""
+
+    module: str
+    qualname: str
+
+    @staticmethod
+    def of(fn: Callable[..., Any]) -> _ComputeName | None:
+        module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+        # __main__ is not importable on a worker: cloudpickle sends such functions by value.
+        if not module or module == "__main__" or "<locals>" in qualname:
+            return None
+        found: Any = sys.modules.get(module)
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+        if isinstance(found, ComputeFunction) and found.local is fn:
+            return _ComputeName(module, qualname)
+        return None
+
+    def resolve(self) -> Callable[..., Any]:
+        found: Any = importlib.import_module(self.module)
+        for part in self.qualname.split("."):
+            found = getattr(found, part)
+        if not isinstance(found, ComputeFunction):
+            raise TypeError(f"{self.module}.{self.qualname} is no longer a @compute function")
+        return found.local
+
+
+def _rebuild(
+    fn: Callable[..., Any] | _ComputeName, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> PendingCompute[Any]:
+    return PendingCompute(fn.resolve() if isinstance(fn, _ComputeName) else fn, args, kwargs)
 
 
 def _check_pending(value: object) -> PendingCompute[Any]:

@@ -19,14 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, cast
 
-import rich
 import structlog
 from rich.console import Console
 from rich.text import Text
 from structlog.typing import FilteringBoundLogger
 
 from skyward.display import formatting as fmt
-from skyward.display.base import DisplayBase
+from skyward.display.base import DisplayBase, library_console
 from skyward.display.state import DisplayState, reduce
 from skyward.events import (
     BootstrapCompleted,
@@ -208,7 +207,7 @@ class LogDisplay(DisplayBase):
         progress_interval: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.console = console if console is not None else rich.get_console()
+        self.console = console if console is not None else library_console()
         self._log = _console_logger(self.console)
         self._metrics_interval = metrics_interval
         self._progress_interval = progress_interval

@@ -14,12 +14,11 @@ import threading
 import time
 from collections.abc import Callable
 
-import rich
 from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from skyward.display.base import DisplayBase
+from skyward.display.base import DisplayBase, library_console
 from skyward.display.log import LogDisplay
 from skyward.display.render import render
 from skyward.display.state import DisplayState, reduce
@@ -50,7 +49,7 @@ class SpinnerDisplay(DisplayBase):
         metrics_interval: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.console = console if console is not None else rich.get_console()
+        self.console = console if console is not None else library_console()
         self._clock = clock
         self._refresh_per_second = refresh_per_second
         self._fallback: LogDisplay | None = None
