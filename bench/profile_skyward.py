@@ -52,7 +52,7 @@ def _load_events(directory: Path) -> dict[str, list[tuple[str, list[int], int]]]
 HOPS: tuple[tuple[str, str, str], ...] = (
     ("client: fn(x) >> pool until payload build", "client.call_start", "client.payload_start"),
     ("client: payload (cloudpickle fn + args)", "client.payload_start", "client.payload_end"),
-    ("client: run() bookkeeping until call()", "client.payload_end", "client.call_enter"),
+    ("client: pool.run() bookkeeping until client.run()", "client.payload_end", "client.call_enter"),
     ("client: reserve worker, socket, pack header", "client.call_enter", "client.send"),
     ("client: send_multipart call", "client.send", "client.sent"),
     ("client send returned -> worker poll returns", "client.sent", "worker.poll_return"),
@@ -63,7 +63,7 @@ HOPS: tuple[tuple[str, str, str], ...] = (
     ("worker send returned -> client poll returns", "worker.sent", "client.poll_return"),
     ("client: poll returned -> results unpacked", "client.poll_return", "client.recv"),
     ("client: unpickle result", "client.recv", "client.loads_end"),
-    ("client: call() exit + progress + return", "client.loads_end", "client.call_end"),
+    ("client: client.run() exit + progress + return", "client.loads_end", "client.call_end"),
 )
 
 

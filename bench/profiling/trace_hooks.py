@@ -82,6 +82,8 @@ def install() -> None:
         _wrap(wire, "pack_results", "worker.send", None, ids_in=_ids)  # right before send
         _wrap(serialize, "loads", "worker.loads_start", "worker.loads_end")
         _wrap(serialize, "dumps", "worker.dumps_start", "worker.dumps_end")
+        if hasattr(serialize, "dumps_result"):
+            _wrap(serialize, "dumps_result", "worker.dumps_start", "worker.dumps_end")
         _wrap(zmq.Poller, "poll", None, "worker.poll_return")
         _wrap(zmq.Socket, "send_multipart", None, "worker.sent")
         if hasattr(wire, "send_frames"):
@@ -95,7 +97,7 @@ def install() -> None:
         from skyward.transport import client
 
         _wrap(pool.ComputePool, "_payload", "client.payload_start", "client.payload_end")
-        _wrap(client.PoolClient, "call", "client.call_enter", "client.call_exit")
+        _wrap(client.PoolClient, "run", "client.call_enter", "client.call_exit")
         _wrap(client.PoolClient, "submit_many", "client.submit_start", "client.submit_end")
         _wrap(client.PoolClient, "_drain_wake", "io.wake_start", "io.wake_end")
         _wrap(wire, "pack_tasks", "client.send", None, ids_in=_ids)  # right before send
@@ -106,5 +108,5 @@ def install() -> None:
             _wrap(wire, "send_frames", None, "client.sent")
         _wrap(zmq.Socket, "poll", None, "client.poll_return")
         _wrap(client.PoolClient, "_resolve", "io.resolve_start", "io.resolve_end",
-              ids_in=lambda self, worker, task_id, *a: [int(task_id)])  # fmt: skip
+              ids_in=lambda self, worker, entries, *a: [int(e[0]) for e in entries])  # fmt: skip
     atexit.register(_dump)

@@ -125,6 +125,20 @@ def test_an_error_stops_the_rest_early_and_the_pool_keeps_serving(pool: sky.Comp
         assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(10)) == [2 * i for i in range(10)]
 
 
+def test_an_error_stops_batches_already_sent_to_workers(pool: sky.ComputePool, tmp_path: Path) -> None:
+    """Batches joblib dispatched ahead (pre_dispatch="all") are on the workers when the first
+    one fails: abort_everything takes back every one that has not begun."""
+    with sky.integrations.joblib_backend(pool):
+        Parallel(n_jobs=-1, batch_size=1)(delayed(double)(i) for i in range(200))  # measured quick
+        with pytest.raises(KeyError, match="task 0 failed"):
+            Parallel(n_jobs=-1, batch_size=1, pre_dispatch="all")(
+                delayed(mark_then_sleep)(i, str(tmp_path), 0, 0.5) for i in range(20)
+            )
+        time.sleep(3.0)  # had they stayed on the workers, a dozen would have started by now
+        started = sorted(int(p.name) for p in tmp_path.iterdir())
+        assert len(started) <= 6, f"batches {started} started after the failure"
+
+
 def test_dropping_a_generator_cancels_what_is_left(pool: sky.ComputePool, tmp_path: Path) -> None:
     total = 80
     with sky.integrations.joblib_backend(pool):

@@ -49,8 +49,9 @@ def test_function_keys_are_stable_for_the_same_function() -> None:
 @given(st.lists(st.tuples(st.integers(0, 2**63), st.integers(0, 2**31)), max_size=50))
 def test_task_and_result_metadata_round_trip(entries: list[tuple[int, int]]) -> None:
     assert wire.unpack_tasks(wire.pack_tasks(entries)) == entries
-    results = [(t, wire.Status(n % 2), n) for t, n in entries]
+    results = [(t, wire.Status(n % 3), n, (n % 1024) / 4) for t, n in entries]  # run times exact in float32
     assert wire.unpack_results(wire.pack_results(results)) == results
+    assert wire.unpack_recall(wire.pack_recall([t for t, _ in entries])) == [t for t, _ in entries]
 
 
 @given(st.binary(min_size=16, max_size=16), st.binary(max_size=300), st.binary(min_size=1, max_size=300))
@@ -82,3 +83,25 @@ def test_a_function_sent_by_value_keeps_its_file_name_for_remote_tracebacks() ->
     except ValueError as exc:
         text = "".join(traceback.format_exception(exc))
     assert f'File "{__file__}"' in text and 'raise ValueError("from this file")' in text
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray])
+def test_large_bytes_arguments_travel_out_of_band_and_come_back_as_themselves(kind: type) -> None:
+    data = kind(b"x" * (serialize.OUT_OF_BAND_MIN + 1))
+
+    def fn(a: object, b: object, *, c: object) -> None:
+        return None
+
+    frames = serialize.dumps_arguments(fn, (data, [b"small", data]), {"c": {"k": data}})
+    assert len(frames[0]) < 1024, "a large buffer was copied into the pickle stream"
+    assert len(frames) == 4 and all(memoryview(f).nbytes == len(data) for f in frames[1:])
+    args, kwargs = serialize.loads(frames)
+    assert args == (data, [b"small", data]) and kwargs == {"c": {"k": data}}
+    assert type(args[0]) is kind and type(kwargs["c"]["k"]) is kind
+
+
+def test_a_large_bytes_result_travels_out_of_band() -> None:
+    data = bytes(serialize.OUT_OF_BAND_MIN)
+    frames = serialize.dumps(data)
+    assert len(frames) == 2 and len(frames[0]) < 1024
+    assert serialize.loads(frames) == data

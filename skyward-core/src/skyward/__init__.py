@@ -54,6 +54,10 @@ _CORE_EXPORTS: dict[str, str] = {
     "PoolTimeoutError": "skyward.errors",
     "NotInComputationError": "skyward.errors",
     "RemoteError": "skyward.errors",
+    "NodeLostError": "skyward.errors",
+    "RemoteExitError": "skyward.errors",
+    "UnreadableResultError": "skyward.errors",
+    "AbandonedError": "skyward.errors",
 }
 
 _EVENT_NAMES = [

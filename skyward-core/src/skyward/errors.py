@@ -23,6 +23,11 @@ class WorkerDiedError(SkywardError):
     """The worker process running a task died (signal, OOM kill, segfault)."""
 
 
+class NodeLostError(WorkerDiedError):
+    """The node running a task (or the node a task was meant for) stopped answering: it
+    was terminated, preempted or lost its network."""
+
+
 class PoolClosedError(SkywardError):
     """A computation was sent to a pool that is not active."""
 
@@ -43,3 +48,23 @@ class ReplicasDisagreeError(SkywardError, AssertionError):
 
 class RemoteError(SkywardError):
     """Raised when a remote exception cannot be rebuilt as its original type."""
+
+
+class RemoteExitError(RemoteError):
+    """A task raised ``SystemExit``, ``KeyboardInterrupt`` or another exit-like exception
+    that is not an ``Exception``. Re-raised as itself it would end the caller's program;
+    it arrives wrapped, the original in ``exception`` and the remote traceback as cause."""
+
+    def __init__(self, message: str, exception: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.exception = exception
+
+
+class UnreadableResultError(RemoteError):
+    """A task's result (or exception) arrived but cannot be unpickled on the client: its
+    type's module is not importable here, or safe mode refused the type."""
+
+
+class AbandonedError(SkywardError):
+    """A task whose result nobody wanted any more (``ComputePool.abandon``) was taken back
+    from its worker before it began: it never ran."""

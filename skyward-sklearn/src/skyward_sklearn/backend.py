@@ -13,9 +13,10 @@ loky; only where the batches run changes.
   with every joblib backend.
 - An exception in a task surfaces from ``Parallel(...)`` as its original type, with the
   worker's traceback as its ``__cause__``, as loky does.
-- Abort (an error, a timeout, a generator dropped early) cancels every batch that has not
-  reached a worker; a batch already running on a worker finishes there and its result is
-  dropped (workers are shared by the pool and are never killed for this).
+- Abort (an error, a timeout, a generator dropped early) stops every batch that has not
+  begun: queued ones are cancelled and ones already sent to a worker are taken back from
+  it; a batch already running on a worker finishes there and its result is dropped
+  (workers are shared by the pool and are never killed for this).
 - Nested ``Parallel`` calls inside a task run on that worker: threads at the first level
   of nesting, sequentially below it (joblib's default for process backends).
 - Completion callbacks run on a thread of their own, never on the pool's I/O thread: a
@@ -222,12 +223,16 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
         return out.result()
 
     def abort_everything(self, ensure_ready: bool = True) -> None:
-        """Cancel every batch that has not reached a worker. The backend stays usable
-        whatever ``ensure_ready`` says: it owns no workers to restart."""
+        """Stop every batch that has not begun: queued ones are cancelled, ones sent to a
+        worker but not begun are taken back (``ComputePool.abandon``). The backend stays
+        usable whatever ``ensure_ready`` says: it owns no workers to restart."""
         with self._outstanding_lock:
             pending, self._outstanding = self._outstanding, set()
-        for future in pending:
-            future.cancel()
+        if self.pool.is_active:
+            self.pool.abandon(list(pending))
+        else:
+            for future in pending:
+                future.cancel()
 
     def terminate(self) -> None:
         self.reset_batch_stats()

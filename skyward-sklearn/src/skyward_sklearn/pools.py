@@ -233,6 +233,8 @@ class JoblibPool(_IntegrationPool):
         on_event: Callable[[Any], Any] | None = None,
         collect_metrics: bool = True,
         pip: Sequence[str] | None = None,
+        safe_results: bool | None = None,
+        allow_results: Sequence[str | type] = (),
         joblib_version: str | None = None,
     ) -> None:
         pins = self._pins(image, pip, provider, [Wanted(JOBLIB, joblib_version)])
@@ -240,7 +242,7 @@ class JoblibPool(_IntegrationPool):
             provider=provider, image=image, nodes=nodes, machine=machine, accelerator=accelerator, cpu=cpu,
             memory=memory, volume=volume, spot=spot, timeout=timeout, env=env, concurrency=concurrency,
             display=display, on_event=on_event, collect_metrics=collect_metrics,
-            pip=[*(pip or ()), *pins] if pins else pip,
+            pip=[*(pip or ()), *pins] if pins else pip, safe_results=safe_results, allow_results=allow_results,
         )  # fmt: skip
 
     def __enter__(self) -> JoblibPool:
@@ -275,6 +277,8 @@ class ScikitLearnPool(_IntegrationPool):
         on_event: Callable[[Any], Any] | None = None,
         collect_metrics: bool = True,
         pip: Sequence[str] | None = None,
+        safe_results: bool | None = None,
+        allow_results: Sequence[str | type] = (),
         sklearn_version: str | None = None,
     ) -> None:
         wanted = [Wanted(SKLEARN, sklearn_version), *(Wanted(name, required=False) for name in SKLEARN_COMPANIONS)]
@@ -283,7 +287,7 @@ class ScikitLearnPool(_IntegrationPool):
             provider=provider, image=image, nodes=nodes, machine=machine, accelerator=accelerator, cpu=cpu,
             memory=memory, volume=volume, spot=spot, timeout=timeout, env=env, concurrency=concurrency,
             display=display, on_event=on_event, collect_metrics=collect_metrics,
-            pip=[*(pip or ()), *pins] if pins else pip,
+            pip=[*(pip or ()), *pins] if pins else pip, safe_results=safe_results, allow_results=allow_results,
         )  # fmt: skip
 
     def __enter__(self) -> ScikitLearnPool:

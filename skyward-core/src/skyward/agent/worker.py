@@ -17,11 +17,12 @@ import signal
 import sys
 import time
 import traceback
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 import zmq
 
+from skyward.agent.watch import SocketWatch
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import security, serialize, wire
 
@@ -65,12 +66,12 @@ class FunctionCache:
 def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
     tb = "".join(traceback.format_exception(exc))
     try:
-        return serialize.dumps((exc, tb))
+        return serialize.dumps_result((exc, tb))
     except Exception:
         # The exception itself cannot travel (unpicklable attributes): send its text.
         from skyward.errors import RemoteError
 
-        return serialize.dumps((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
+        return serialize.dumps_result((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
 
 
 def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
@@ -87,7 +88,7 @@ def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, lis
         sys.stdout.flush()
         sys.stderr.flush()
     try:
-        return wire.Status.OK, serialize.dumps(result)
+        return wire.Status.OK, serialize.dumps_result(result)
     except Exception as exc:
         error = TypeError(f"the result of {getattr(fn, '__qualname__', fn)} cannot be pickled: {exc}")
         return wire.Status.RAISED, _encode_exception(error)
@@ -123,6 +124,8 @@ class Worker:
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()
+        self.pending: deque[tuple[bytes, int, list[Any]]] = deque()  # (client, task id, frames), not begun
+        self.watch = SocketWatch(self.context, self.tasks, self._receive)
 
     def serve(self) -> None:
         from skyward.plugins.registry import get_plugin_manager
@@ -170,37 +173,79 @@ class Worker:
         return True
 
     def _on_tasks(self) -> None:
+        self._receive()
+        self._run_pending()
+
+    def _receive(self) -> None:
+        """Take every waiting message: tasks join the local queue; a RECALL drops the
+        tasks it names that have not begun, and each dropped one is answered RECALLED."""
         while True:
             try:
                 frames = self.tasks.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if len(frames) < 2 or frames[1].bytes[:1] != wire.TASKS:
+            if len(frames) < 2:
                 continue
-            self._run_chunk(frames[0].bytes, wire.unpack_tasks(frames[1].bytes), frames[2:])
+            kind = frames[1].bytes[:1]
+            if kind == wire.TASKS:
+                client = frames[0].bytes
+                offset = 2
+                for task_id, count in wire.unpack_tasks(frames[1].bytes):
+                    self.pending.append((client, task_id, frames[offset : offset + count]))
+                    offset += count
+            elif kind == wire.RECALL:
+                self._recall(frames[0].bytes, set(wire.unpack_recall(frames[1].bytes)))
 
-    def _run_chunk(self, client: bytes, entries: list[tuple[int, int]], body: list[Any]) -> None:
-        done: list[tuple[int, wire.Status, int]] = []
+    def _recall(self, client: bytes, task_ids: set[int]) -> None:
+        kept: deque[tuple[bytes, int, list[Any]]] = deque()
+        dropped: list[tuple[int, wire.Status, int, float]] = []
+        for item in self.pending:
+            if item[1] in task_ids:
+                dropped.append((item[1], wire.Status.RECALLED, 0, 0.0))
+            else:
+                kept.append(item)
+        self.pending = kept
+        if dropped:
+            self._send(client, dropped, [])
+
+    def _run_pending(self) -> None:
+        """Run the local queue in order. Between tasks, new messages are read (a RECALL
+        must reach the tasks after this one before they begin), and during a long task
+        the watch thread reads them (see ``watch``); quick results travel together, at
+        most ``_RESULT_FLUSH_SECONDS`` late, slow ones at once."""
+        done: list[tuple[int, wire.Status, int, float]] = []
         out: list[serialize.Frame] = []
-        offset = 0
+        owner = b""
         last_flush = time.monotonic()
-        for index, (task_id, count) in enumerate(entries):
-            status, frames = run_task(self.cache, body[offset : offset + count])
-            offset += count
-            done.append((task_id, status, len(frames)))
+        while self.pending:
+            client, task_id, body = self.pending.popleft()
+            if done and client != owner:
+                self._send(owner, done, out)
+                done, out = [], []
+            owner = client
+            started = time.perf_counter()
+            self.watch.task_begins()
+            try:
+                status, frames = run_task(self.cache, body)
+            finally:
+                self.watch.task_ends()
+            done.append((task_id, status, len(frames), time.perf_counter() - started))
             out.extend(frames)
+            if self.pending and int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                self._receive()  # a RECALL for what waits here must be read before it begins
             now = time.monotonic()
-            if index == len(entries) - 1 or now - last_flush > _RESULT_FLUSH_SECONDS:
-                self._send(client, done, out)
+            if not self.pending or now - last_flush > _RESULT_FLUSH_SECONDS:
+                self._send(owner, done, out)
                 done, out, last_flush = [], [], now
 
-    def _send(self, client: bytes, done: list[tuple[int, wire.Status, int]], out: list[serialize.Frame]) -> None:
+    def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
         try:
             wire.send_frames(self.tasks, [client, wire.pack_results(done), *out])
         except zmq.ZMQError:
             pass  # the client is gone; the node's grace period ends us
 
     def close(self) -> None:
+        self.watch.close()
         if self.auth is not None:
             self.auth.stop()
         self.context.destroy(linger=500)

@@ -10,6 +10,7 @@ for its grace period, so nothing outlives the pool because a laptop closed.
 
 from __future__ import annotations
 
+import os
 import queue
 import socket
 import threading
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from skyward.agent.config import AgentConfig
 from skyward.agent.notices import NoticeKind
 from skyward.api.compute import PendingBatch, PendingCompute
+from skyward.api.progress import Progress
 from skyward.api.spec import PoolSpec, build_spec
 from skyward.errors import (
     ConfigurationError,
@@ -45,6 +47,8 @@ from skyward.providers.protocol import (
 from skyward.providers.settings import NODE_TTL_MARGIN, settings_of
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
+from skyward.transport.results import ResultDecoder
+from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
 
 T = TypeVar("T")
@@ -103,6 +107,8 @@ class ComputePool:
         on_event: Callable[[Any], Any] | None = None,
         collect_metrics: bool = True,
         pip: Sequence[str] | None = None,
+        safe_results: bool | None = None,
+        allow_results: Sequence[str | type] = (),
     ) -> None:
         from skyward.callbacks import EventBus
         from skyward.display import create_display
@@ -118,6 +124,7 @@ class ComputePool:
             timeout=timeout, env=env, concurrency=concurrency, display=display,
             collect_metrics=collect_metrics,
         )  # fmt: skip
+        self._decoder = _result_decoder(provider, safe_results, allow_results)
         plugin = registry.provider_for(provider)
         self.provider_name = plugin.name
         self._driver: ProviderDriver = plugin.create_driver(provider)
@@ -140,10 +147,9 @@ class ComputePool:
         self._stop_error: BaseException | None = None
         self._head_port = _free_port()
         self._cluster: list[bytes] = []
-        self._progress_lock = threading.Lock()
-        self._submitted = self._done = self._failed = 0
-        self._last_progress = 0.0
-        self._progress_due = False
+        self._progress = Progress(self._emit_progress)
+        self._stopped = threading.Event()  # set when a shutdown (whoever started it) has finished
+        self._owner_pid = os.getpid()
         self._reclaim_thread: threading.Thread | None = None
         self._interrupted: set[str] = set()  # instance ids that took the interruption path
 
@@ -303,7 +309,11 @@ class ComputePool:
 
         endpoints = [n.endpoint for n in self._nodes]
         self._client = PoolClient(
-            endpoints, self._keys, self._on_node_message, rerun_interrupted=any(n.spot for n in self._nodes)
+            endpoints,
+            self._keys,
+            self._on_node_message,
+            rerun_interrupted=any(n.spot for n in self._nodes),
+            decoder=self._decoder,
         )
         infos = self._client.connect(timeout=float(self._settings.bootstrap_timeout))
         for node, info in zip(self._nodes, infos, strict=True):
@@ -425,9 +435,7 @@ class ComputePool:
             deadline = time.monotonic() + COST_UPDATE_INTERVAL
             while self._state == "active" and time.monotonic() < deadline:
                 time.sleep(0.2)
-                if self._progress_due:
-                    self._progress_due = False
-                    self._emit_progress()
+                self._progress.flush_due()
 
     def _on_timeout(self) -> None:
         from skyward.events import Error
@@ -440,20 +448,37 @@ class ComputePool:
         self._shutdown(error)
 
     def close(self) -> None:
-        """Stop the pool: idempotent, safe from any thread."""
+        """Stop the pool: idempotent, safe from any thread. Returns once the nodes are
+        terminated and the provider's infrastructure removed, also when the teardown was
+        started by someone else (the pool's timeout timer): a script that leaves
+        ``with`` never ends while its nodes still run."""
         self._shutdown(PoolClosedError("the pool was closed while this task was outstanding"))
 
     def _shutdown(self, error: BaseException) -> None:
-        from skyward.cost import cost_final
-        from skyward.events import InstanceStopping, PoolStopping
-
         with self._state_lock:
             if self._state in ("stopped", "new"):
                 if self._state == "new":
                     self._state = "stopped"
-                return
-            self._state = "stopped"
-            self._stop_error = error
+                    self._stopped.set()
+                started_elsewhere = True
+            else:
+                started_elsewhere = False
+                self._state = "stopped"
+                self._stop_error = error
+        if started_elsewhere:
+            pump = self._pump._thread if self._pump is not None else None
+            if threading.current_thread() not in (self._timer, pump):
+                self._stopped.wait()  # the timer's teardown (or another thread's) finishes first
+            return
+        try:
+            self._stop(error)
+        finally:
+            self._stopped.set()
+
+    def _stop(self, error: BaseException) -> None:
+        from skyward.cost import cost_final
+        from skyward.events import InstanceStopping, PoolStopping
+
         if self._timer is not None:
             self._timer.cancel()
         elapsed = time.monotonic() - self._started_at if self._started_at else 0.0
@@ -481,8 +506,11 @@ class ComputePool:
             try:
                 self._driver.terminate(self._nodes)
             finally:
-                self._driver.teardown()
-                self._finish_events()
+                try:
+                    self._driver.teardown()
+                finally:
+                    self._finish_events()
+                    self._stopped.set()
 
     def _finish_events(self) -> None:
         if self._pump is not None:
@@ -494,9 +522,16 @@ class ComputePool:
     # -- running computations -----------------------------------------------------------
 
     def _require_client(self) -> PoolClient:
+        if _forked_since(self._owner_pid):
+            raise PoolClosedError(
+                f"this pool belongs to process {self._owner_pid}; this process ({os.getpid()}) was forked from it "
+                "and cannot use it (its sockets and threads stayed in the parent): open a pool in this process, "
+                "or send work from the parent"
+            )
         if self._state != "active" or self._client is None:
             if self._stop_error is not None and self._state == "stopped":
-                raise PoolClosedError(f"this pool is stopped ({self._stop_error})")
+                why = "its timeout passed" if isinstance(self._stop_error, PoolTimeoutError) else "it was closed"
+                raise PoolClosedError(f"this pool is stopped ({why}); make a new ComputePool")
             raise PoolClosedError(
                 "this pool is not active: use it inside 'with ComputePool(...) as pool:' (or call pool.open())"
             )
@@ -515,107 +550,66 @@ class ComputePool:
             functions[id(pending.fn)] = key_raw
         return [*key_raw, *serialize.dumps_arguments(pending.fn, pending.args, pending.kwargs)]
 
-    def _track(self, futures: list[Future[Any]]) -> list[Future[Any]]:
-        with self._progress_lock:
-            self._submitted += len(futures)
-        for future in futures:
-            future.add_done_callback(self._on_task_done)
-        return futures
-
-    def _on_task_done(self, future: Future[Any]) -> None:
-        """Counts finished tasks. TaskProgress goes out at most every 100 ms (and when the
-        last outstanding task finishes, if that is later), so a stream of quick calls does
-        not wake the event thread once per task."""
-        now = time.monotonic()
-        with self._progress_lock:
-            if future.cancelled() or future.exception() is not None:
-                self._failed += 1
-            else:
-                self._done += 1
-            if now - self._last_progress < 0.1:
-                self._progress_due = True
-                return
-            self._last_progress = now
-            self._progress_due = False
-        self._emit_progress()
-
-    def _emit_progress(self) -> None:
+    def _emit_progress(self, done: int, submitted: int, failed: int) -> None:
         from skyward.events import TaskProgress
 
-        with self._progress_lock:
-            event = TaskProgress(done=self._done, submitted=self._submitted, failed=self._failed)
-        self.emit(event)
+        self.emit(TaskProgress(done=done, submitted=submitted, failed=failed))
 
     def submit(self, pending: PendingCompute[T]) -> Future[T]:
-        """Run on one worker without waiting: a ``concurrent.futures.Future``."""
+        """Run on one worker without waiting: a ``concurrent.futures.Future``. It is
+        running once the task was sent to a worker; ``cancel()`` before that succeeds and
+        the task never starts, after it returns False (``wait``, ``as_completed`` and
+        ``set_running_or_notify_cancel`` behave as for the standard executors)."""
         client = self._require_client()
-        return self._track([client.submit(self._payload(pending, {}))])[0]
+        future = client.submit(self._payload(pending, {}))
+        self._progress.track(future)
+        return future
+
+    def abandon(self, futures: Sequence[Future[Any]]) -> None:
+        """Nobody wants these futures' results (an abort, a timeout): the ones still queued
+        are cancelled, the ones sent to a worker but not begun are taken back and never
+        start (they end with ``AbandonedError``), the ones running finish as usual."""
+        self._require_client().abandon_futures(futures)
 
     def run(self, pending: PendingCompute[T]) -> T:
         """Run on the first available worker and return its result (``pending >> pool``)."""
         client = self._require_client()
         payload = self._payload(pending, {})
-        with self._progress_lock:
-            self._submitted += 1
+        self._progress.add(1)
         try:
-            ran, result = client.call(payload)
+            result = client.run(payload)
         except BaseException:
-            self._count_direct(failed=True)
+            self._progress.finished(failed=True)
             raise
-        if not ran:  # every worker is busy: wait in the queue like any other task
-            with self._progress_lock:
-                self._submitted -= 1
-            return self._track([client.submit(payload)])[0].result()  # type: ignore[no-any-return]
-        self._count_direct(failed=False)
+        self._progress.finished(failed=False)
         return result  # type: ignore[no-any-return]
-
-    def _count_direct(self, failed: bool) -> None:
-        with self._progress_lock:
-            if failed:
-                self._failed += 1
-            else:
-                self._done += 1
-            if time.monotonic() - self._last_progress < 0.1:
-                self._progress_due = True
-                return
-            self._last_progress = time.monotonic()
-        self._emit_progress()
 
     def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
         """Run every computation of the batch in parallel; results in order. The first
-        failure (in batch order) is raised and what has not started yet is cancelled."""
+        failure (in batch order) is raised and what has not begun never starts."""
         client = self._require_client()
         functions: dict[int, tuple[bytes, bytes]] = {}
         payloads = [self._payload(p, functions) for p in batch.items]
-        with self._progress_lock:
-            self._submitted += len(payloads)
-        return client.submit_batch(payloads, on_finish=self._count_direct).wait()
+        self._progress.add(len(payloads))
+        return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
 
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
         """Run on every worker of every node (``pending @ pool``); one result per worker,
-        ordered by node then worker."""
+        ordered by node then worker. Fails at once with ``NodeLostError`` when a node of
+        the pool was lost."""
         client = self._require_client()
         payload = self._payload(pending, {})
         expected = len(self._nodes) * self.spec.workers_per_node
-        with self._progress_lock:
-            self._submitted += expected
+        self._progress.add(expected)
         try:
-            ran, results = client.call_all(payload)
+            results = client.run_on_all(payload)
         except BaseException:
             for _ in range(expected):
-                self._count_direct(failed=True)
+                self._progress.finished(failed=True)
             raise
-        if ran and len(results) == expected:
-            for _ in range(expected):
-                self._count_direct(failed=False)
-            return tuple(results)
-        with self._progress_lock:  # a worker is busy or a node is gone: queue as usual
-            self._submitted -= expected
-        futures: list[Future[Any]] = []
-        for node in range(len(self._nodes)):
-            for worker in range(self.spec.workers_per_node):
-                futures += client.submit_many([list(payload)], node=node, worker=worker)
-        return _collect(self._track(futures))
+        for _ in range(expected):
+            self._progress.finished(failed=False)
+        return tuple(results)
 
     def __repr__(self) -> str:
         return f"<ComputePool {self.spec.pool_id} {self.provider_name} nodes={self.spec.nodes} {self._state}>"
@@ -633,16 +627,34 @@ def version_mismatch(node: int, info: Mapping[str, Any], client_python: str, cli
     )
 
 
-def _collect(futures: Sequence[Future[Any]]) -> tuple[Any, ...]:
-    results = []
-    try:
-        for future in futures:
-            results.append(future.result())
-    except BaseException:
-        for future in futures:
-            future.cancel()
-        raise
-    return tuple(results)
+_fork_generation = 0  # bumped in a forked child: a pool compares it without a syscall per call
+
+
+def _after_fork_in_child() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _forked_since(owner_pid: int) -> bool:
+    """Whether this process is a fork of the one that opened the pool (checked on every
+    call, so it reads a counter; ``os.getpid()`` only when a fork happened)."""
+    return _fork_generation > 0 and os.getpid() != owner_pid
+
+
+def _result_decoder(provider: object, safe: bool | None, allow: Sequence[str | type]) -> ResultDecoder:
+    """How results are read: ``safe_results=None`` follows the provider (safe where its
+    hosts are third parties); ``allow_results`` widens safe mode's allow-list."""
+    if safe is not None and not isinstance(safe, bool):
+        raise ConfigurationError(
+            f"ComputePool(safe_results={safe!r}): must be True, False or None (the provider's default)"
+        )
+    policy = ResultPolicy.build(allow)
+    if safe is None:
+        safe = third_party_hosts(provider)
+    return ResultDecoder(safe_loads(policy)) if safe else ResultDecoder()
 
 
 def _volume_scripts(volumes: Sequence[Any]) -> list[str]:

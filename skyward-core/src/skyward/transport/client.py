@@ -1,218 +1,81 @@
-"""The pool's client: one I/O thread owns every socket; callers get futures.
+"""The pool's client: one I/O thread owns the shared sockets; callers get results.
 
-Tasks go straight to workers (one hop). Each worker has a credit of
-``MAX_INFLIGHT_PER_WORKER`` tasks; the rest wait here, in order, so a burst of 100,000
-tasks neither drops (no high-water-mark drops anywhere) nor floods a node. When many
-tasks wait, several travel to a worker in one message (a chunk, at most the worker's
-free credit and never more than its fair share of the queue), which is what makes
-small tasks cheap. Node agents are the control plane: liveness, logs, metrics, and the
-news that a worker died or came back.
+Tasks go straight to workers (one hop). Which task goes where, and when, is decided by
+the ``Dispatcher`` (pure logic: queue, adaptive per-worker windows, cancellation, node
+loss, re-runs); this module turns its decisions into messages. The handshake with the
+agents is ``handshake``; every result is read by ``results.ResultDecoder``. Node agents
+are the control plane: liveness, logs, metrics, and the news that a worker died or came
+back.
+
+The pool asks the client to run something and gets a result or an exception:
+``run`` (``>>``), ``run_on_all`` (``@``), ``submit`` (a Future), ``submit_batch``
+(``gather``). ``run`` and ``run_on_all`` use the calling thread's own sockets when the
+workers are idle (no hand-off to the I/O thread and back, most of a quick call's cost in
+Python) and otherwise wait in the queue like any task; the caller never sees which.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
+import os
 import threading
 import time
-from collections import OrderedDict, deque
+import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
 
 import zmq
 
-from skyward.errors import ProvisioningError, RemoteError, WorkerDiedError
-from skyward.transport import security, serialize, wire
+from skyward.errors import AbandonedError, NodeLostError, ProvisioningError, WorkerDiedError
+from skyward.transport import handshake, security, serialize, wire
+from skyward.transport.completion import BatchResult, Completion
+from skyward.transport.dispatcher import CancelOutcome, Dispatcher, WorkerKey
+from skyward.transport.handshake import worker_endpoint
+from skyward.transport.results import RemoteTraceback, ResultDecoder
 from skyward.transport.security import CurveKeys
+
+__all__ = [
+    "BatchResult",
+    "MessageHandler",
+    "NodeLostError",
+    "PoolClient",
+    "RemoteTraceback",
+    "worker_endpoint",
+]
 
 # (node index, message kind, decoded JSON payload) for LOG, METRICS and NOTICE messages
 MessageHandler = Callable[[int, bytes, Any], None]
 
-MAX_INFLIGHT_PER_WORKER = 16
 _PING_INTERVAL = 1.0
 _KNOWN_FUNCTIONS = 32  # fewer than the worker's cache (64): what we skip re-sending is still there
 
 
-class NodeLostError(WorkerDiedError):
-    """The node running a task stopped answering (it was terminated or preempted)."""
-
-
-class RemoteTraceback(Exception):
-    """Carries the remote traceback text as the ``__cause__`` of a re-raised exception."""
-
-    def __init__(self, tb: str) -> None:
-        super().__init__(tb)
-        self.tb = tb
-
-    def __str__(self) -> str:
-        return "\n\n" + self.tb
-
-
-class _Completion(Protocol):
-    """What the I/O thread needs of whatever waits for a task: a Future, or a batch slot."""
-
-    def set_result(self, result: Any, /) -> None: ...
-
-    def set_exception(self, exception: BaseException | None, /) -> None: ...
-
-    def done(self) -> bool: ...
-
-    def cancelled(self) -> bool: ...
-
-
-class BatchResult:
-    """The completion of a batch of tasks: results by position and one Event.
-
-    A Future per task is a Condition and an RLock; for 10,000 trivial tasks, creating,
-    resolving and waiting on each one in turn costs the client more than the workers
-    spend running the tasks (the client, one GIL, is what limits a gather). A batch takes
-    one small slot per task and wakes its caller once: when everything is done, or when
-    a failure can be reported.
-    """
-
-    def __init__(self, size: int, on_finish: Callable[[bool], None] | None = None) -> None:
-        self.results: list[Any] = [None] * size
-        self.errors: dict[int, BaseException] = {}
-        self._finished = [False] * size
-        self._remaining = size
-        self._cancelled = False
-        self._lock = threading.Lock()
-        self._changed = threading.Event()
-        self._on_finish = on_finish  # called with failed=True/False as each task ends
-        if size == 0:
-            self._changed.set()
-
-    def slot(self, index: int) -> _Slot:
-        return _Slot(self, index)
-
-    def _finish(self, index: int, value: Any, error: BaseException | None) -> None:
-        with self._lock:
-            if self._finished[index]:
-                return
-            self._finished[index] = True
-            self._remaining -= 1
-            if error is None:
-                self.results[index] = value
-            else:
-                self.errors[index] = error
-            wake = self._remaining == 0 or bool(self.errors)
-        if self._on_finish is not None:
-            self._on_finish(error is not None)
-        if wake:
-            self._changed.set()
-
-    def wait(self) -> tuple[Any, ...]:
-        """Every result in order; or the first failure in batch order, raised as soon as
-        every task before it has finished (what has not been sent yet is then cancelled,
-        as with a Future per task)."""
-        try:
-            while True:
-                self._changed.wait()
-                with self._lock:
-                    if self.errors:
-                        first = min(self.errors)
-                        if all(self._finished[:first]):
-                            raise self.errors[first]
-                    elif self._remaining == 0:
-                        return tuple(self.results)
-                    self._changed.clear()
-        except BaseException:
-            self._cancelled = True
-            raise
-
-
-class _Slot:
-    """One task's place in a BatchResult (quacks like the part of a Future the I/O thread uses)."""
-
-    __slots__ = ("_batch", "_index")
-
-    def __init__(self, batch: BatchResult, index: int) -> None:
-        self._batch = batch
-        self._index = index
-
-    def set_result(self, result: Any, /) -> None:
-        self._batch._finish(self._index, result, None)
-
-    def set_exception(self, exception: BaseException | None, /) -> None:
-        self._batch._finish(self._index, None, exception or RemoteError("a task failed without an exception"))
-
-    def done(self) -> bool:
-        return self._batch._finished[self._index]
-
-    def cancelled(self) -> bool:
-        return self._batch._cancelled and not self._batch._finished[self._index]
-
-
-@dataclass
-class _Task:
-    future: _Completion
-    frames: list[serialize.Frame] | None  # [fn_key, fn_bytes, *argument frames]
-    node: int | None = None
-    worker: int | None = None
-    retry: list[serialize.Frame] | None = None  # kept after sending when tasks may re-run
-    reruns: int = 0
-
-
-@dataclass
 class _Worker:
-    node: int
-    index: int
-    endpoint: str
-    socket: zmq.Socket[bytes] | None = None
-    inflight: dict[int, None] = field(default_factory=dict)  # ordered: send order
-    targeted: deque[int] = field(default_factory=deque)
-    available: bool = True
-    functions: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
-    reserved: int = 0  # tasks callers run directly on their own sockets (see PoolClient.call)
-    generation: int = 0  # bumped when the worker dies: direct callers notice
-    last_death: str = ""
+    """Sockets and liveness of one worker (the dispatcher holds its work)."""
 
-    @property
-    def free(self) -> int:
-        return MAX_INFLIGHT_PER_WORKER - len(self.inflight) - self.reserved if self.available else 0
+    __slots__ = ("endpoint", "functions", "generation", "key", "last_death", "socket")
+
+    def __init__(self, key: WorkerKey, endpoint: str) -> None:
+        self.key = key
+        self.endpoint = endpoint
+        self.socket: zmq.Socket[bytes] | None = None
+        self.functions: dict[bytes, None] = {}  # insertion ordered: oldest first
+        self.generation = 0  # bumped when the worker dies: direct callers notice
+        self.last_death = ""
 
 
-@dataclass
 class _Node:
-    index: int
-    endpoint: str
-    socket: zmq.Socket[bytes]
-    info: dict[str, Any] | None = None
-    workers: list[_Worker] = field(default_factory=list)
-    last_heard: float = field(default_factory=time.monotonic)
-    lost: bool = False
-    said_bye: bool = False
-    draining: bool = False  # interrupted: no new work; its running tasks re-run elsewhere
-
-
-def rebuild_exception(frames: Sequence[Any], node: int) -> BaseException:
-    """The remote exception as its original type, its remote traceback as ``__cause__``."""
-    try:
-        exc, tb = serialize.loads(frames)
-    except Exception as load_error:
-        return RemoteError(f"a task on node {node} raised an exception that cannot be rebuilt here: {load_error}")
-    if not isinstance(exc, BaseException):
-        return RemoteError(f"a task on node {node} failed with a non-exception {exc!r}")
-    exc.__cause__ = RemoteTraceback(f"Traceback from node {node}:\n{tb}")
-    return exc
-
-
-def worker_endpoint(agent_endpoint: str, bound: str, agent_bound: str | None = None) -> str:
-    """Where to reach a worker: its ipc path, or its tcp port on the agent's host (a worker
-    bound to 0.0.0.0 is reached at the address the client already uses for its node).
-
-    ``agent_bound`` is the agent's own bound endpoint (from its INFO). When the client
-    reaches the agent through a port mapping (an SSM tunnel, NAT), the workers keep their
-    offset from the agent's port: agent 16789 -> local 40000 puts worker 16790 at 40001."""
-    if bound.startswith("ipc://"):
-        return bound
-    host, agent_port = agent_endpoint.rsplit(":", 1)
-    port = int(bound.rsplit(":", 1)[1])
-    if agent_bound and agent_bound.startswith("tcp://"):
-        port = int(agent_port) + port - int(agent_bound.rsplit(":", 1)[1])
-    return f"{host}:{port}"
+    def __init__(self, index: int, endpoint: str, socket: zmq.Socket[bytes]) -> None:
+        self.index = index
+        self.endpoint = endpoint
+        self.socket = socket
+        self.info: dict[str, Any] | None = None
+        self.workers: list[_Worker] = []
+        self.last_heard = time.monotonic()
+        self.lost = False
+        self.said_bye = False
+        self.draining = False
 
 
 class PoolClient:
@@ -223,12 +86,13 @@ class PoolClient:
         on_message: MessageHandler,
         node_timeout: float = 20.0,
         rerun_interrupted: bool = False,
+        decoder: ResultDecoder | None = None,
     ) -> None:
-        # rerun_interrupted: keep each task's frames until its result arrives, so the
-        # tasks of a node that gets an interruption notice can run again elsewhere (costs
-        # the memory of the payloads in flight; the pool turns it on for spot pools)
+        # rerun_interrupted: the tasks of a node that gets an interruption notice run
+        # again elsewhere (the pool turns it on for spot pools)
         self._rerun_interrupted = rerun_interrupted
-        self._calls: deque[Callable[[], None]] = deque()
+        self._decoder = decoder or ResultDecoder()
+        self._calls: list[Callable[[], None]] = []
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._keys = keys
         self._on_message = on_message
@@ -239,17 +103,22 @@ class PoolClient:
         self._wake_pull.bind(self._wake_address)
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._incoming: deque[int] = deque()
-        self._control: deque[list[bytes]] = deque()
         self._wake_pending = False
-        self._tasks: dict[int, _Task] = {}
-        self._queue_any: deque[int] = deque()
+        self._control: list[list[bytes]] = []
+        self._dispatcher = Dispatcher([])
+        self._completions: dict[int, Completion] = {}
+        self._future_ids: weakref.WeakKeyDictionary[Future[Any], int] = weakref.WeakKeyDictionary()
+        # A task's frames are kept until its result arrives: a task recalled from a busy
+        # worker or re-run after an interruption is sent again. What this keeps alive
+        # beyond the queue is at most a window of tasks per worker.
+        self._payloads: dict[int, list[serialize.Frame]] = {}
         self._ids = itertools.count(1)
         self._running = False
         self._closed_reason: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._poller = zmq.Poller()
         self._by_socket: dict[zmq.Socket[bytes], _Node | _Worker] = {}
+        self._pid = os.getpid()
 
     def _socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
         sock = self._context.socket(kind)
@@ -267,48 +136,43 @@ class PoolClient:
     def connect(self, timeout: float) -> list[dict[str, Any]]:
         """Wait until every agent answers HELLO, connect to every worker, start the I/O thread.
         Returns the agents' INFO dicts in node order."""
-        poller = zmq.Poller()
-        for node in self._nodes:
-            poller.register(node.socket, zmq.POLLIN)
-        deadline = time.monotonic() + timeout
-        last_hello = 0.0
-        while any(n.info is None for n in self._nodes):
-            now = time.monotonic()
-            if now > deadline:
-                silent = [f"node {n.index} ({n.endpoint})" for n in self._nodes if n.info is None]
-                raise ProvisioningError(
-                    f"{', '.join(silent)} did not answer within {timeout:g} s of starting; "
-                    "raise the provider's bootstrap timeout or check the node's bootstrap log"
-                )
-            if now - last_hello > 1.0:
-                last_hello = now
-                for node in self._nodes:
-                    if node.info is None:
-                        node.socket.send(wire.HELLO)
-            for sock, _ in poller.poll(50):
-                node = next(n for n in self._nodes if n.socket is sock)
-                while True:
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    if frames[0] == wire.INFO and node.info is None:
-                        node.info = wire.decode_json(frames[1])
-        for node in self._nodes:
-            assert node.info is not None
-            self._poller.register(node.socket, zmq.POLLIN)
-            self._by_socket[node.socket] = node
-            for index, bound in enumerate(node.info["endpoints"]):
-                worker = _Worker(
-                    node.index, index, worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint"))
-                )
-                node.workers.append(worker)
-                self._open_worker(worker)
+
+        def describe(silent: list[int]) -> str:
+            names = ", ".join(f"node {i} ({self._nodes[i].endpoint})" for i in silent)
+            return (
+                f"{names} did not answer within {timeout:g} s of starting; "
+                "raise the provider's bootstrap timeout or check the node's bootstrap log"
+            )
+
+        infos = handshake.hello([n.socket for n in self._nodes], describe, timeout)
+        for node, info in zip(self._nodes, infos, strict=True):
+            self._install(node, info)
         self._poller.register(self._wake_pull, zmq.POLLIN)
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="skyward-io", daemon=True)
         self._thread.start()
-        return [n.info for n in self._nodes if n.info is not None]
+        return infos
+
+    def _install(self, node: _Node, info: dict[str, Any]) -> None:
+        """Register an agent that answered the handshake, and connect to its workers."""
+        node.info = info
+        self._poller.register(node.socket, zmq.POLLIN)
+        self._by_socket[node.socket] = node
+        endpoints = handshake.worker_endpoints(node.endpoint, info)
+        for index, endpoint in enumerate(endpoints):
+            worker = _Worker((node.index, index), endpoint)
+            node.workers.append(worker)
+            self._open_worker(worker)
+        with self._lock:
+            orphans = self._dispatcher.set_node(node.index, len(endpoints))
+            failed = [self._completions.pop(t, None) for t in orphans]
+            for task_id in orphans:
+                self._forget(task_id)
+        for completion in failed:
+            if completion is not None:
+                _fail(
+                    completion, NodeLostError(f"node {node.index} was replaced before this task, meant for it, ended")
+                )
 
     def _open_worker(self, worker: _Worker) -> None:
         worker.socket = self._socket(zmq.DEALER, worker.endpoint)
@@ -324,139 +188,206 @@ class PoolClient:
             worker.socket.close(linger=0)
             worker.socket = None
 
+    def worker_endpoints(self, node: int) -> list[str]:
+        """Where this client reaches each worker of ``node`` (after any replacement)."""
+        return [w.endpoint for w in self._nodes[node].workers]
+
     # -- caller side (any thread) ---------------------------------------------------------
 
     def _wake(self) -> None:
-        sock = getattr(self._local, "push", None)
+        sock: zmq.Socket[bytes] | None = self._local.__dict__.get("push")
         if sock is None:
             sock = self._context.socket(zmq.PUSH)
             sock.connect(self._wake_address)
             self._local.push = sock
         sock.send(b"")
 
+    def _check_open(self) -> None:
+        if self._closed_reason is not None:
+            raise self._closed_reason
+
     def submit(self, frames: list[serialize.Frame]) -> Future[Any]:
+        """Queue one task: a ``concurrent.futures.Future`` that enters the running state
+        when the task is sent to a worker. ``cancel()`` before that succeeds and the task
+        never starts; after it, ``cancel()`` returns False (the task may be running)."""
         return self.submit_many([frames])[0]
 
     def submit_many(
-        self, payloads: Sequence[list[serialize.Frame]], node: int | None = None, worker: int | None = None
+        self, payloads: Sequence[list[serialize.Frame]], target: WorkerKey | None = None
     ) -> list[Future[Any]]:
-        """Queue tasks (for one particular worker when ``node`` and ``worker`` are given)."""
         futures: list[Future[Any]] = [Future() for _ in payloads]
-        self._enqueue(payloads, futures, node, worker)
+        ids = self._enqueue(payloads, futures, target)
+        for task_id, future in zip(ids, futures, strict=True):
+            self._future_ids[future] = task_id
+            future.add_done_callback(self._cancel_hook(task_id))
         return futures
+
+    def abandon_futures(self, futures: Sequence[Future[Any]]) -> None:
+        """Nobody wants these futures' results (joblib's ``abort_everything``): those still
+        queued are cancelled, those sent but not begun are recalled and never start (they
+        end cancelled-by-error, ``AbandonedError``), those running finish unread."""
+        ids = []
+        for future in futures:
+            if not future.cancel():
+                task_id = self._future_ids.get(future)
+                if task_id is not None:
+                    ids.append(task_id)
+        if ids:
+            self.abandon(ids)
+
+    def _cancel_hook(self, task_id: int) -> Callable[[Future[Any]], None]:
+        def on_done(future: Future[Any]) -> None:
+            self._future_ids.pop(future, None)
+            if not future.cancelled():
+                return
+            if self._running:  # cancel() succeeded: the task was still queued here
+                self._on_io_thread(lambda: self._cancelled(task_id, future))
+            else:
+                try:
+                    future.set_running_or_notify_cancel()  # no I/O thread: notify waiters here
+                except RuntimeError:
+                    pass
+
+        return on_done
+
+    def _cancelled(self, task_id: int, future: Future[Any]) -> None:
+        with self._lock:
+            self._dispatcher.cancel(task_id)
+            self._forget(task_id)
+        future.set_running_or_notify_cancel()  # CANCELLED -> notified: wait() and as_completed() count it
 
     def submit_batch(
         self, payloads: Sequence[list[serialize.Frame]], on_finish: Callable[[bool], None] | None = None
     ) -> BatchResult:
-        """Queue tasks that complete together (``gather``): one BatchResult, no Future each."""
+        """Queue tasks that complete together (``gather``): one BatchResult, no Future each.
+        When the batch is abandoned (its first failure raised), what has not begun never does."""
         batch = BatchResult(len(payloads), on_finish)
-        self._enqueue(payloads, [batch.slot(i) for i in range(len(payloads))], None, None)
+        ids = self._enqueue(payloads, [batch.slot(i) for i in range(len(payloads))], None)
+        batch.on_abandon = lambda: self.abandon([ids[i] for i in batch.unfinished()])
         return batch
 
-    def _enqueue(
-        self,
-        payloads: Sequence[list[serialize.Frame]],
-        completions: Sequence[_Completion],
-        node: int | None,
-        worker: int | None,
-    ) -> None:
+    def abandon(self, task_ids: Sequence[int]) -> None:
+        """Nobody wants these results any more: drop what is queued, recall what was sent."""
+        self._on_io_thread(lambda: self._abandon(task_ids))
+
+    def _abandon(self, task_ids: Sequence[int]) -> None:
         with self._lock:
-            if self._closed_reason is not None:
-                raise self._closed_reason
+            for task_id in task_ids:
+                if self._dispatcher.cancel(task_id) is CancelOutcome.DROPPED:
+                    self._forget(task_id)
+
+    def _forget(self, task_id: int) -> None:
+        self._completions.pop(task_id, None)
+        self._payloads.pop(task_id, None)
+
+    def _enqueue(
+        self, payloads: Sequence[list[serialize.Frame]], completions: Sequence[Completion], target: WorkerKey | None
+    ) -> list[int]:
+        ids: list[int] = []
+        refused: list[tuple[Completion, str]] = []
+        rerunnable = self._rerun_interrupted and target is None
+        with self._lock:
+            self._check_open()
             for frames, completion in zip(payloads, completions, strict=True):
                 task_id = next(self._ids)
-                self._tasks[task_id] = _Task(completion, frames, node, worker)
-                self._incoming.append(task_id)
+                ids.append(task_id)
+                fn_key = bytes(frames[0])
+                problem = self._dispatcher.submit(task_id, fn_key, target, rerunnable)
+                if problem is not None:
+                    refused.append((completion, problem))
+                    continue
+                self._completions[task_id] = completion
+                self._payloads[task_id] = frames
             wake = not self._wake_pending
             self._wake_pending = True
+        for completion, problem in refused:
+            _fail(completion, NodeLostError(problem))
         if wake:
             self._wake()
+        return ids
 
     # -- the direct path: one synchronous call, no thread hand-off ---------------------------
 
-    def _reserve(self) -> _Worker | None:
-        with self._lock:
-            if self._closed_reason is not None:
-                raise self._closed_reason
-            idle = [w for n in self._nodes if not n.lost and not n.draining for w in n.workers if w.free > 0]
-            if not idle:
-                return None
-            worker = max(idle, key=lambda w: w.free)
-            worker.reserved += 1
-            return worker
-
     def _direct_socket(self, worker: _Worker) -> zmq.Socket[bytes]:
         """This thread's own socket to ``worker`` (remade after the worker restarts)."""
-        sockets: dict[tuple[int, int], tuple[int, zmq.Socket[bytes]]] = self._local.__dict__.setdefault("direct", {})
-        key = (worker.node, worker.index)
-        known = sockets.get(key)
+        sockets: dict[WorkerKey, tuple[int, zmq.Socket[bytes]]] = self._local.__dict__.setdefault("direct", {})
+        known = sockets.get(worker.key)
         if known is not None and known[0] == worker.generation:
             return known[1]
         if known is not None:
             known[1].close(linger=0)
         sock = self._socket(zmq.DEALER, worker.endpoint)
-        sockets[key] = (worker.generation, sock)
+        sockets[worker.key] = (worker.generation, sock)
         return sock
 
-    def call(self, frames: list[serialize.Frame]) -> tuple[bool, Any]:
-        """Run one task on an idle worker from the calling thread itself, over the thread's
-        own socket to that worker: no hand-off to the I/O thread and back, which is most
-        of a quick call's cost in Python. Returns (False, None) when no worker has room:
-        the caller then queues the task as usual."""
-        worker = self._reserve()
-        if worker is None:
-            return False, None
+    def _worker(self, key: WorkerKey) -> _Worker:
+        return self._nodes[key[0]].workers[key[1]]
+
+    def run(self, frames: list[serialize.Frame]) -> Any:
+        """Run one task and return its result or raise its exception (``>>``). On an idle
+        worker it goes from this thread over its own socket; otherwise it waits in the
+        queue. A task whose node gets an interruption notice runs again elsewhere."""
+        with self._lock:
+            self._check_open()
+            key = self._dispatcher.reserve(time.monotonic())
+        if key is None:
+            return self._wait(self.submit(frames))
+        fn_key = bytes(frames[0])
+        seconds: float | None = None
         try:
+            worker = self._worker(key)
             generation = worker.generation
             sock = self._direct_socket(worker)
             task_id = next(self._ids)
-            task_frames = wire.encode_task(bytes(frames[0]), bytes(frames[1]), frames[2:])
+            task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
             wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames))]), *task_frames])
             while True:
                 if sock.poll(100):
                     reply = sock.recv_multipart(copy=False)
                     if reply[0].bytes[:1] != wire.RESULTS:
                         continue
-                    for tid, status, count in wire.unpack_results(reply[0].bytes):
-                        if tid != task_id:
-                            continue
-                        payload = reply[1 : 1 + count]
-                        if status == wire.Status.OK:
-                            return True, serialize.loads(payload)
-                        raise rebuild_exception(payload, worker.node)
-                if self._closed_reason is not None:
-                    raise self._closed_reason
-                node = self._nodes[worker.node]
+                    for tid, status, count, ran in wire.unpack_results(reply[0].bytes):
+                        if tid == task_id:
+                            seconds = ran
+                            return self._decoder.value(status, reply[1 : 1 + count], key[0])
+                self._check_open()
+                node = self._nodes[key[0]]
                 if self._rerun_interrupted and (node.draining or worker not in node.workers):
-                    # the node got an interruption notice (or was replaced since): run the
-                    # task again elsewhere, through the queue; a late reply here is ignored
-                    return False, None
+                    break  # the node got an interruption notice (or was replaced): run it elsewhere
                 if worker.generation != generation:
                     raise (NodeLostError if node.lost else WorkerDiedError)(worker.last_death)
         finally:
             with self._lock:
-                worker.reserved -= 1
+                self._dispatcher.release(key, fn_key, seconds)
+        return self._wait(self.submit(frames))
 
-    def call_all(self, frames: list[serialize.Frame]) -> tuple[bool, list[Any]]:
-        """Run one task on every worker of every node from the calling thread, over its own
-        sockets (as ``call`` does for one): every task is sent before any reply is read,
-        with no hand-off to the I/O thread and no Future per worker. Results come in node,
-        then worker order; the first failure in that order is raised once all have
-        answered. Returns (False, []) when a node is lost or a worker has no room: the
-        caller then queues the tasks as usual."""
-        with self._lock:
-            if self._closed_reason is not None:
-                raise self._closed_reason
-            if any(n.lost for n in self._nodes):
-                return False, []
-            workers = [w for n in self._nodes for w in n.workers]
-            if not workers or any(w.free <= 0 for w in workers):
-                return False, []
-            for worker in workers:
-                worker.reserved += 1
+    def _wait(self, future: Future[Any]) -> Any:
         try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # interrupted while waiting: a task still queued never starts
+            raise
+
+    def run_on_all(self, frames: list[serialize.Frame]) -> list[Any]:
+        """Run one task on every worker of every node (``@``): results in node, then worker
+        order; the first failure in that order is raised once all have answered. A lost
+        node fails it at once with ``NodeLostError``."""
+        with self._lock:
+            self._check_open()
+            lost = [n.index for n in self._nodes if self._dispatcher.is_lost(n.index)]
+            if lost:
+                raise NodeLostError(
+                    f"node {lost[0]} of the pool was lost ({self._worker((lost[0], 0)).last_death or 'no answer'}); "
+                    "a computation for every worker cannot run on it"
+                )
+            keys = self._dispatcher.reserve_all(time.monotonic())
+        if keys is None:
+            return self._run_queued_on_all(frames)
+        fn_key = bytes(frames[0])
+        try:
+            workers = [self._worker(k) for k in keys]
             generations = [w.generation for w in workers]
-            task_frames = wire.encode_task(bytes(frames[0]), bytes(frames[1]), frames[2:])
+            task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
             poller = zmq.Poller()
             pending: dict[int, int] = {}  # task id -> position
             for position, worker in enumerate(workers):
@@ -476,29 +407,44 @@ class PoolClient:
                             break
                         if reply[0].bytes[:1] != wire.RESULTS:
                             continue
-                        for task_id, status, count in wire.unpack_results(reply[0].bytes):
+                        for task_id, status, count, _ran in wire.unpack_results(reply[0].bytes):
                             if task_id not in pending:
                                 continue  # a late reply to an earlier call on this socket
                             position = pending.pop(task_id)
-                            payload = reply[1 : 1 + count]
-                            if status == wire.Status.OK:
-                                results[position] = serialize.loads(payload)
-                            else:
-                                errors[position] = rebuild_exception(payload, workers[position].node)
-                if self._closed_reason is not None:
-                    raise self._closed_reason
+                            try:
+                                results[position] = self._decoder.value(
+                                    status, reply[1 : 1 + count], workers[position].key[0]
+                                )
+                            except BaseException as error:
+                                errors[position] = error
+                self._check_open()
                 for position in pending.values():
                     worker = workers[position]
                     if worker.generation != generations[position]:
-                        lost = self._nodes[worker.node].lost
-                        raise (NodeLostError if lost else WorkerDiedError)(worker.last_death)
+                        lost_node = self._nodes[worker.key[0]].lost
+                        raise (NodeLostError if lost_node else WorkerDiedError)(worker.last_death)
             if errors:
                 raise errors[min(errors)]
-            return True, results
+            return results
         finally:
             with self._lock:
-                for worker in workers:
-                    worker.reserved -= 1
+                for key in keys:
+                    self._dispatcher.release(key)
+
+    def _run_queued_on_all(self, frames: list[serialize.Frame]) -> list[Any]:
+        futures: list[Future[Any]] = []
+        for node in self._nodes:
+            for worker in node.workers:
+                futures += self.submit_many([list(frames)], target=worker.key)
+        results: list[Any] = []
+        try:
+            for future in futures:
+                results.append(future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return results
 
     def broadcast_control(self, frames: list[bytes]) -> None:
         with self._lock:
@@ -512,14 +458,16 @@ class PoolClient:
 
     def outstanding(self) -> int:
         with self._lock:
-            return len(self._tasks)
+            return self._dispatcher.pending()
 
     # -- the I/O thread ---------------------------------------------------------------------
 
     def _loop(self) -> None:
         last_ping = 0.0
         while self._running:
-            for sock, _ in self._poller.poll(250):
+            # while tasks are out, look again at least every 50 ms: a worker may become
+            # stuck on a long task (see Dispatcher.steal) without any message arriving
+            for sock, _ in self._poller.poll(50 if self._dispatcher.pending() else 250):
                 if sock is self._wake_pull:
                     self._drain_wake()
                     continue
@@ -545,69 +493,54 @@ class PoolClient:
                 break
         with self._lock:
             self._wake_pending = False
-            incoming, self._incoming = self._incoming, deque()
-            control, self._control = self._control, deque()
-            calls, self._calls = self._calls, deque()
+            control, self._control = self._control, []
+            calls, self._calls = self._calls, []
         for call in calls:
             call()
         for frames in control:
             for node in self._nodes:
                 if not node.lost:
                     node.socket.send_multipart(frames)
-        for task_id in incoming:
-            task = self._tasks.get(task_id)
-            if task is None:
-                continue
-            if task.node is None:
-                self._queue_any.append(task_id)
-            else:
-                self._nodes[task.node].workers[task.worker or 0].targeted.append(task_id)
-
-    def _live_workers(self) -> list[_Worker]:
-        return [w for n in self._nodes if not n.lost and not n.draining for w in n.workers if w.free > 0]
 
     def _dispatch(self) -> None:
-        for node in self._nodes:
-            for worker in node.workers:
-                if worker.targeted and worker.free > 0:
-                    self._send_chunk(worker, worker.targeted, worker.free)
-        if not self._queue_any:
-            return
-        live = self._live_workers()
-        if not live:
-            return
-        share = math.ceil(len(self._queue_any) / len(live))
-        for worker in sorted(live, key=lambda w: -w.free):
-            if not self._queue_any:
-                break
-            self._send_chunk(worker, self._queue_any, min(worker.free, share))
+        now = time.monotonic()
+        with self._lock:
+            self._dispatcher.steal(now)
+            assignments = self._dispatcher.assign(now)
+            recalls = self._dispatcher.recalls()
+            sends = [
+                (key, [(t, self._completions.get(t), self._payloads.get(t)) for t in ids]) for key, ids in assignments
+            ]
+        for key, ids in recalls.items():
+            worker = self._worker(key)
+            if worker.socket is not None:
+                worker.socket.send(wire.pack_recall(ids))
+        for key, tasks in sends:
+            self._send_chunk(self._worker(key), tasks)
 
-    def _send_chunk(self, worker: _Worker, queue: deque[int], limit: int) -> None:
+    def _send_chunk(
+        self, worker: _Worker, tasks: list[tuple[int, Completion | None, list[serialize.Frame] | None]]
+    ) -> None:
         entries: list[tuple[int, int]] = []
-        frames: list[serialize.Frame] = []
-        while queue and len(entries) < limit:
-            task_id = queue.popleft()
-            task = self._tasks.get(task_id)
-            if task is None or task.frames is None or task.future.cancelled():
-                self._tasks.pop(task_id, None)
+        frames: list[Any] = []
+        for task_id, completion, payload in tasks:
+            if completion is None or payload is None or not _claim(completion):
+                with self._lock:  # cancelled after it was assigned: it never leaves
+                    self._dispatcher.cancel(task_id)
+                    self._dispatcher.recalled(worker.key, task_id)
+                    self._forget(task_id)
                 continue
-            payload, task.frames = task.frames, None  # ZeroMQ owns the memory from here
-            if self._rerun_interrupted:
-                task.retry = payload
-            task.node, task.worker = worker.node, worker.index
             fn_key = bytes(payload[0])
             fn_bytes = bytes(payload[1])
             if fn_key in worker.functions:
-                worker.functions.move_to_end(fn_key)
                 fn_bytes = b""
             else:
                 worker.functions[fn_key] = None
                 if len(worker.functions) > _KNOWN_FUNCTIONS:
-                    worker.functions.popitem(last=False)
+                    del worker.functions[next(iter(worker.functions))]
             task_frames = wire.encode_task(fn_key, fn_bytes, payload[2:])
             entries.append((task_id, len(task_frames)))
             frames.extend(task_frames)
-            worker.inflight[task_id] = None
         if entries and worker.socket is not None:
             wire.send_frames(worker.socket, [wire.pack_tasks(entries), *frames])
 
@@ -619,25 +552,44 @@ class PoolClient:
                 return
             if frames[0].bytes[:1] != wire.RESULTS:
                 continue
-            offset = 1
-            for task_id, status, count in wire.unpack_results(frames[0].bytes):
-                self._resolve(worker, task_id, status, frames[offset : offset + count])
-                offset += count
+            self._resolve(worker, wire.unpack_results(frames[0].bytes), frames, time.monotonic())
 
-    def _resolve(self, worker: _Worker, task_id: int, status: wire.Status, payload: list[Any]) -> None:
-        worker.inflight.pop(task_id, None)
+    def _resolve(
+        self, worker: _Worker, entries: list[tuple[int, wire.Status, int, float]], frames: list[Any], now: float
+    ) -> None:
+        """Results of one RESULTS message: the bookkeeping under one lock, then each
+        completion resolved outside it (user callbacks may run there)."""
+        done: list[tuple[Completion, wire.Status, list[Any]]] = []
+        dispatcher = self._dispatcher
         with self._lock:
-            task = self._tasks.pop(task_id, None)
-        if task is None or task.future.done():
-            return
-        try:
-            if status == wire.Status.OK:
-                task.future.set_result(serialize.loads(payload))
+            offset = 1
+            for task_id, status, count, seconds in entries:
+                payload = frames[offset : offset + count]
+                offset += count
+                if status == wire.Status.RECALLED:
+                    abandoned = dispatcher.recalled(worker.key, task_id)
+                    completion = self._completions.get(task_id) if abandoned else None
+                    if not dispatcher.is_pending(task_id):
+                        self._forget(task_id)
+                else:
+                    dispatcher.completed(worker.key, task_id, seconds, now)
+                    completion = self._completions.pop(task_id, None)  # the first result wins
+                    self._payloads.pop(task_id, None)
+                if completion is not None:
+                    done.append((completion, status, payload))
+        node = worker.key[0]
+        for completion, status, payload in done:
+            if completion.done():
+                continue
+            if status == wire.Status.RECALLED:
+                _fail(completion, AbandonedError("the task was abandoned before it began: it never ran"))
+                continue
+            try:
+                value = self._decoder.value(status, payload, node)
+            except BaseException as error:
+                completion.set_exception(error)
             else:
-                task.future.set_exception(rebuild_exception(payload, worker.node))
-        except Exception as exc:  # a result that cannot be unpickled here
-            if not task.future.done():
-                task.future.set_exception(RemoteError(f"cannot read a result from node {worker.node}: {exc!r}"))
+                completion.set_result(value)
 
     def _drain_node(self, node: _Node) -> None:
         while True:
@@ -660,18 +612,19 @@ class PoolClient:
         if notice.get("kind") == "worker-died":
             worker = node.workers[int(notice["worker"])]
             self._close_worker_socket(worker)
-            worker.available = False
             worker.functions.clear()
-            lost = list(worker.inflight)
-            worker.inflight.clear()
-            for position, task_id in enumerate(lost):
-                if self._moved_away(task_id, node.index):
-                    continue
+            with self._lock:
+                lost = self._dispatcher.worker_died(worker.key)
+                failed = [(t, self._completions.pop(t, None)) for t in lost]
+                for task_id in lost:
+                    self._forget(task_id)
+            for position, (_, completion) in enumerate(failed):
                 why = notice["message"] if position == 0 else (
-                    f"worker {worker.index} on node {node.index} died ({notice['cause']}) before this task, "
+                    f"worker {worker.key[1]} on node {node.index} died ({notice['cause']}) before this task, "
                     "queued on it, had started"
                 )  # fmt: skip
-                self._fail(task_id, WorkerDiedError(why))
+                if completion is not None:
+                    _fail(completion, WorkerDiedError(why))
             worker.last_death = str(notice["message"])
             worker.generation += 1
         elif notice.get("kind") == "worker-ready":
@@ -680,55 +633,50 @@ class PoolClient:
             worker.endpoint = worker_endpoint(node.endpoint, notice["endpoint"], agent_bound)
             self._close_worker_socket(worker)
             self._open_worker(worker)
-            worker.available = True
+            with self._lock:
+                self._dispatcher.worker_ready(worker.key)
 
-    # -- interrupted nodes (spot) ------------------------------------------------------------
+    # -- interrupted and replaced nodes (spot) -------------------------------------------------
 
     def _on_io_thread(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on the I/O thread (it owns the shared sockets). Dropped once the
+        client is closed: there is nothing left to recall or install then."""
         with self._lock:
+            if self._closed_reason is not None and not self._running:
+                return
             self._calls.append(call)
             self._wake_pending = True
-        self._wake()
+        try:
+            self._wake()
+        except zmq.ZMQError:
+            pass  # closed meanwhile
 
     def drain_node(self, index: int) -> None:
         """The node will go away (a spot interruption notice): give it no new work and
         re-run its running and queued tasks on the other nodes. The first result of a
         task wins; a late one from the interrupted node is dropped. Tasks meant for that
         node alone (``@`` broadcasts) stay: they may still finish before it goes."""
-        self._on_io_thread(lambda: self._drain(index))
 
-    def _drain(self, index: int) -> None:
-        node = self._nodes[index]
-        node.draining = True
-        for worker in node.workers:
-            worker.available = False
-            for task_id in list(worker.inflight):
-                task = self._tasks.get(task_id)
-                if task is None or task.retry is None or task.reruns >= 1 or task.node is None:
-                    continue
-                if task_id in worker.targeted:
-                    continue
-                task.frames, task.reruns = task.retry, task.reruns + 1
-                task.node = task.worker = None
-                self._queue_any.appendleft(task_id)
+        def drain() -> None:
+            self._nodes[index].draining = True
+            with self._lock:
+                self._dispatcher.drain(index)
+
+        self._on_io_thread(drain)
 
     def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> dict[str, Any]:
         """Swap node ``index`` for a new agent at ``endpoint`` (the provider launched a
-        replacement): handshake here, then hand the sockets to the I/O thread."""
+        replacement): the same handshake as ``connect``, then the I/O thread takes it."""
         sock = self._socket(zmq.DEALER, endpoint)
-        deadline = time.monotonic() + timeout
-        info: dict[str, Any] | None = None
-        while info is None:
-            if time.monotonic() > deadline:
-                sock.close(linger=0)
-                raise ProvisioningError(
-                    f"the replacement of node {index} ({endpoint}) did not answer within {timeout:g} s"
-                )
-            sock.send(wire.HELLO)
-            if sock.poll(1000):
-                frames = sock.recv_multipart()
-                if frames[0] == wire.INFO:
-                    info = wire.decode_json(frames[1])
+
+        def describe(_silent: list[int]) -> str:
+            return f"the replacement of node {index} ({endpoint}) did not answer within {timeout:g} s"
+
+        try:
+            (info,) = handshake.hello([sock], describe, timeout)
+        except BaseException:
+            sock.close(linger=0)
+            raise
         done = threading.Event()
 
         def install() -> None:
@@ -738,14 +686,9 @@ class PoolClient:
             self._poller.unregister(old.socket)
             self._by_socket.pop(old.socket, None)
             old.socket.close(linger=0)
-            node = _Node(index, endpoint, sock, info=info)
+            node = _Node(index, endpoint, sock)
             self._nodes[index] = node
-            self._poller.register(sock, zmq.POLLIN)
-            self._by_socket[sock] = node
-            for w, bound in enumerate(info["endpoints"]):
-                worker = _Worker(index, w, worker_endpoint(endpoint, bound))
-                node.workers.append(worker)
-                self._open_worker(worker)
+            self._install(node, info)
             sock.send_multipart(cluster)
             done.set()
 
@@ -753,19 +696,6 @@ class PoolClient:
         if not done.wait(timeout):
             raise ProvisioningError(f"could not install the replacement of node {index}")
         return info
-
-    def _moved_away(self, task_id: int, index: int) -> bool:
-        """Whether a task sent to node ``index`` has since been re-queued or re-sent to
-        another node (after an interruption notice): its loss there is not a failure."""
-        with self._lock:
-            task = self._tasks.get(task_id)
-        return task is not None and task.node != index
-
-    def _fail(self, task_id: int, error: BaseException) -> None:
-        with self._lock:
-            task = self._tasks.pop(task_id, None)
-        if task is not None and not task.future.done():
-            task.future.set_exception(error)
 
     def _check_liveness(self, now: float) -> None:
         for node in self._nodes:
@@ -779,40 +709,68 @@ class PoolClient:
         for worker in node.workers:
             worker.last_death = reason
             worker.generation += 1
-            for task_id in [*worker.inflight, *worker.targeted]:
-                if self._moved_away(task_id, index):
-                    continue  # re-queued elsewhere after an interruption notice
-                self._fail(task_id, NodeLostError(reason))
-            worker.inflight.clear()
-            worker.targeted.clear()
-            worker.available = False
-        if all(n.lost for n in self._nodes):
-            self._fail_all(NodeLostError(f"every node of the pool is gone ({reason})"))
-
-    def _fail_all(self, error: BaseException) -> None:
         with self._lock:
-            tasks, self._tasks = self._tasks, {}
-            self._queue_any.clear()
-        for task in tasks.values():
-            if not task.future.done():
-                task.future.set_exception(error)
+            failures = self._dispatcher.node_lost(index, reason)
+            failed = [(f, self._completions.pop(f.task_id, None)) for f in failures]
+            for failure in failures:
+                self._forget(failure.task_id)
+        for failure, completion in failed:
+            if completion is not None:
+                _fail(completion, NodeLostError(failure.reason))
 
     # -- shutdown -----------------------------------------------------------------------------
 
     def close(self, error: BaseException, stop_agents: bool = True, wait_for_logs: float = 2.0) -> None:
-        """Fail what is still outstanding with ``error``, stop the agents and wait (briefly)
-        for their goodbye, so the last lines workers printed are delivered, then close."""
+        """Fail what is still outstanding with ``error``, recall what workers have not begun,
+        stop the agents and wait (briefly) for their goodbye, so the last lines workers
+        printed are delivered, then close."""
         with self._lock:
             if self._closed_reason is not None:
                 return
             self._closed_reason = error
-        self._fail_all(error)
+            held = {k: self._dispatcher.inflight(k) for k in self._dispatcher.workers()}
+            self._dispatcher.drop_all()
+            completions, self._completions = self._completions, {}
+            self._payloads.clear()
+        for completion in completions.values():
+            _fail(completion, error)
         if stop_agents and self._running:
-            self.broadcast_control([wire.STOP])
+
+            def recall_and_stop() -> None:
+                for key, ids in held.items():
+                    worker = self._worker(key)
+                    if ids and worker.socket is not None:
+                        worker.socket.send(wire.pack_recall(ids))
+                for node in self._nodes:
+                    if not node.lost:
+                        node.socket.send(wire.STOP)
+
+            self._on_io_thread(recall_and_stop)
             deadline = time.monotonic() + wait_for_logs
             while time.monotonic() < deadline and not all(n.said_bye or n.lost for n in self._nodes):
                 time.sleep(0.01)
         self._running = False
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._context.destroy(linger=0)
+
+
+def _claim(completion: Completion) -> bool:
+    """Mark the completion running as its task is sent; False if it was cancelled. A task
+    sent again (stolen from a busy worker, or re-run after an interruption) is running
+    already."""
+    if completion.done():
+        return False
+    if isinstance(completion, Future) and completion.running():
+        return True
+    return completion.set_running_or_notify_cancel()
+
+
+def _fail(completion: Completion, error: BaseException) -> None:
+    """Fail a completion unless it already finished or was cancelled."""
+    if completion.done():
+        return
+    try:
+        completion.set_exception(error)
+    except InvalidStateError:
+        pass  # cancelled (or resolved) on another thread meanwhile

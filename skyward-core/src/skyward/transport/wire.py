@@ -5,7 +5,11 @@ Data plane, client <-> worker, direct (one hop: no relay through the agent):
                                   task is a head frame (fn_key, fn_bytes, or none when the
                                   worker already caches fn_key, then the arguments' pickle
                                   stream) and its out-of-band buffers
-    RESULTS  [R+meta, *frames]    meta: count, then per result (task_id, status, frame count)
+    RESULTS  [R+meta, *frames]    meta: count, then per result (task_id, status, frame count,
+                                  seconds the task ran); RECALLED (no frames) answers RECALL
+    RECALL   [X+ids]              the client takes back tasks it sent: the worker drops each
+                                  one it has not begun and answers RECALLED for it; one it
+                                  began (or finished) answers with its result as usual
 Every frame costs ~10 us in pyzmq, so small parts share one frame; large buffers keep
 their own (zero-copy).
 
@@ -39,16 +43,19 @@ METRICS = b"M"
 NOTICE = b"N"
 READY = b"W"
 CLUSTER = b"C"
+RECALL = b"X"
 
 
 class Status(IntEnum):
     OK = 0
     RAISED = 1  # frames: the pickled (exception, remote traceback text)
+    RECALLED = 2  # no frames: the worker dropped the task before it began (answer to RECALL)
 
 
 _COUNT = struct.Struct("!I")
 _TASK = struct.Struct("!QI")
-_RESULT = struct.Struct("!QBI")
+_RESULT = struct.Struct("!QBIf")
+_ID = struct.Struct("!Q")
 
 
 _FN_LEN = struct.Struct("!I")
@@ -66,18 +73,29 @@ def unpack_tasks(raw: Any) -> list[tuple[int, int]]:
     return [_TASK.unpack_from(data, 1 + _COUNT.size + i * _TASK.size) for i in range(count)]
 
 
-def pack_results(entries: Sequence[tuple[int, Status, int]]) -> bytes:
-    return RESULTS + _COUNT.pack(len(entries)) + b"".join(_RESULT.pack(t, int(s), n) for t, s, n in entries)
+def pack_results(entries: Sequence[tuple[int, Status, int, float]]) -> bytes:
+    """The first frame of RESULTS: (task_id, status, frame count, seconds it ran) per task.
+    The run time lets the client size each worker's window (see ``dispatcher``)."""
+    return RESULTS + _COUNT.pack(len(entries)) + b"".join(_RESULT.pack(t, int(s), n, d) for t, s, n, d in entries)
 
 
-def unpack_results(raw: Any) -> list[tuple[int, Status, int]]:
+def unpack_results(raw: Any) -> list[tuple[int, Status, int, float]]:
     data = bytes(raw)
     (count,) = _COUNT.unpack_from(data, 1)
     out = []
     for i in range(count):
-        task_id, status, n = _RESULT.unpack_from(data, 1 + _COUNT.size + i * _RESULT.size)
-        out.append((task_id, Status(status), n))
+        task_id, status, n, seconds = _RESULT.unpack_from(data, 1 + _COUNT.size + i * _RESULT.size)
+        out.append((task_id, Status(status), n, seconds))
     return out
+
+
+def pack_recall(task_ids: Sequence[int]) -> bytes:
+    return RECALL + b"".join(_ID.pack(t) for t in task_ids)
+
+
+def unpack_recall(raw: Any) -> list[int]:
+    data = bytes(raw)
+    return [_ID.unpack_from(data, 1 + i * _ID.size)[0] for i in range((len(data) - 1) // _ID.size)]
 
 
 def encode_task(fn_key: bytes, fn_bytes: bytes, arguments: Sequence[Any]) -> list[Any]:

@@ -1,0 +1,149 @@
+"""The client against fake agents and workers on real CURVE sockets: one handshake for
+the first nodes and for a replacement, port-mapped endpoints, lost nodes."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import zmq
+
+from skyward.errors import NodeLostError
+from skyward.transport import security, serialize, wire
+from skyward.transport.client import PoolClient
+from skyward.transport.security import CurveKeys
+
+
+def _two_free_ports() -> int:
+    """A port P with P + 1 free too (the agent and its worker behind one port mapping)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no two consecutive free ports")
+
+
+@dataclass
+class FakeNode:
+    """An agent and one worker as a real node would bind them, reached through a port
+    mapping: the node says it bound ``remote_port`` (agent) and ``remote_port + 1``
+    (worker); this machine reaches them at ``local_port`` and ``local_port + 1``."""
+
+    keys: CurveKeys
+    remote_port: int
+    answer_pings: bool = True
+    context: zmq.Context[zmq.Socket[bytes]] = field(default_factory=zmq.Context)
+    received: list[int] = field(default_factory=list)
+
+    def start(self) -> str:
+        self.local_port = _two_free_ports()
+        self.auth = security.start_server_auth(self.context, self.keys.client_public)
+        self.agent = self.context.socket(zmq.ROUTER)
+        self.worker = self.context.socket(zmq.ROUTER)
+        for sock, port in ((self.agent, self.local_port), (self.worker, self.local_port + 1)):
+            sock.setsockopt(zmq.LINGER, 0)
+            security.configure_server(sock, self.keys.server_secret)
+            sock.bind(f"tcp://127.0.0.1:{port}")
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        return f"tcp://127.0.0.1:{self.local_port}"
+
+    def _serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.agent, zmq.POLLIN)
+        poller.register(self.worker, zmq.POLLIN)
+        client: bytes | None = None
+        while self.running:
+            if client is not None and self.answer_pings:
+                self.agent.send_multipart([client, wire.PING])  # as an agent does, every second
+            for sock, _ in poller.poll(50):
+                frames = sock.recv_multipart()
+                if sock is self.agent:
+                    client = frames[0]
+                if sock is self.agent and frames[1] == wire.HELLO:
+                    info = {
+                        "endpoints": [f"tcp://0.0.0.0:{self.remote_port + 1}"],
+                        "agent_endpoint": f"tcp://0.0.0.0:{self.remote_port}",
+                    }
+                    self.agent.send_multipart([frames[0], wire.INFO, wire.encode_json(info)])
+                elif sock is self.worker and frames[1][:1] == wire.TASKS:
+                    (task_id, _count), *_ = wire.unpack_tasks(frames[1])
+                    self.received.append(task_id)
+                    result = serialize.dumps("ran on the fake worker")
+                    reply = wire.pack_results([(task_id, wire.Status.OK, len(result), 0.0)])
+                    self.worker.send_multipart([frames[0], reply, *result])
+
+    def stop(self) -> None:
+        self.running = False
+        self.thread.join(timeout=5)
+        self.auth.stop()
+        self.context.destroy(linger=0)
+
+
+@pytest.fixture
+def keys() -> CurveKeys:
+    return CurveKeys.generate()
+
+
+@pytest.fixture
+def nodes(keys: CurveKeys) -> Iterator[list[FakeNode]]:
+    made: list[FakeNode] = []
+    yield made
+    for node in made:
+        node.stop()
+
+
+def _task() -> list[serialize.Frame]:
+    def fn() -> None:
+        return None
+
+    return [*serialize.dumps_function(fn), *serialize.dumps_arguments(fn, (), {})]
+
+
+def test_a_replacement_behind_a_port_mapping_is_reached_at_its_mapped_worker_ports(
+    keys: CurveKeys, nodes: list[FakeNode]
+) -> None:
+    first = FakeNode(keys, remote_port=16789)
+    replacement = FakeNode(keys, remote_port=16789)
+    nodes += [first, replacement]
+    client = PoolClient([first.start()], keys, lambda *_: None)
+    try:
+        client.connect(timeout=10)
+        assert client.submit(_task()).result(timeout=10) == "ran on the fake worker"
+        client.replace_node(0, replacement.start(), [wire.CLUSTER, wire.encode_json({})], timeout=10)
+        assert client.submit(_task()).result(timeout=10) == "ran on the fake worker"
+        assert len(replacement.received) == 1, "the task did not reach the replacement's worker"
+    finally:
+        client.close(RuntimeError("done"), stop_agents=False)
+
+
+def test_a_computation_for_every_worker_fails_at_once_when_a_node_was_lost(
+    keys: CurveKeys, nodes: list[FakeNode]
+) -> None:
+    alive, silent = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789, answer_pings=False)
+    nodes += [alive, silent]
+    client = PoolClient([alive.start(), silent.start()], keys, lambda *_: None, node_timeout=0.5)
+    try:
+        client.connect(timeout=10)
+        lost = threading.Event()
+        while not lost.wait(0.1):  # the silent node is declared lost after node_timeout
+            try:
+                client.submit_many([_task()], target=(1, 0))[0].result(timeout=5)
+            except NodeLostError:
+                lost.set()
+        with pytest.raises(NodeLostError, match="node 1"):
+            client.run_on_all(_task())
+        assert client.run(_task()) == "ran on the fake worker"  # the other node still serves
+    finally:
+        client.close(RuntimeError("done"), stop_agents=False)
