@@ -197,3 +197,32 @@ def test_a_partial_allocation_is_removed_before_the_next_candidate_starts(
     assert fake_do.count(*DO_CREATE) == 3 and len(fake_do.droplets) == 2
     assert left_on_do_then == [{}]  # droplets, firewall, key and tag were gone before Verda's first deploy
     assert all(d.status == "deleted" for d in fake_do.droplets.values())
+
+
+def test_a_launch_that_times_out_is_removed_and_the_next_candidate_runs_the_pool(
+    verda_world: InstanceWorld, credentials: None
+) -> None:
+    for slow_do in serve(lambda: FakeDigitalOcean(boot_delay=30.0), "DigitalOcean"):
+        seen: list[Any] = []
+        late = DigitalOcean(region="tor1", api_url=slow_do.url, **{**quick_settings(slow_do), "provision_timeout": 1.0})
+        with sky.ComputePool(provider=[late, verda(verda_world.fake)], display="quiet", on_event=seen.append) as pool:
+            assert pool.provider_name == "verda"
+        (why,) = failed(seen)
+        assert why.reason == "launch timeout" and "not active within provision_timeout=1 s" in why.message
+        assert do_left(slow_do) == {} and all(d.status == "deleted" for d in slow_do.droplets.values())
+
+
+def test_offers_lists_both_fake_clouds_in_one_table_by_the_pools_price(
+    fake_do: FakeDigitalOcean, fake_verda: FakeVerda, credentials: None
+) -> None:
+    table = sky.offers("H100", nodes=2, providers=[do(fake_do), verda(fake_verda)])
+    rows = [(o.provider, o.instance, o.pool_hourly(False, 2)) for o in table]
+    assert rows[:2] == [
+        ("verda", "1H100.80S.30V", pytest.approx(4.38)),
+        ("digitalocean", "gpu-h100x1-80gb", pytest.approx(6.78)),
+    ]
+    prices = [p for _, _, p in rows]
+    assert prices == sorted(prices) and {p for p, _, _ in rows} == {"verda", "digitalocean"}
+    assert table.skipped == ()
+    on_spot = sky.offers("H100", nodes=2, spot=True, providers=[do(fake_do), verda(fake_verda)])
+    assert {o.provider for o in on_spot} == {"verda"}  # DigitalOcean sells no spot
