@@ -165,3 +165,9 @@ def test_the_best_price_is_the_cheapest_fitting_machine_for_the_whole_pool() -> 
     assert best_price(offers, _spec(nodes=3, machine="small"), spot) == pytest.approx(2.7)
     assert best_price([_offer("od-only", 1.0, None)], _spec(), [Market.SPOT]) is None  # spot only: no spot price
     assert best_price([], _spec(), on_demand) is None
+
+
+def test_the_ranking_reads_in_the_order_chosen_with_unknown_prices_marked() -> None:
+    assert (
+        failover.ranking(["#2 verda", "#1 aws (us-east-1)"], [4.38, None]) == "#2 verda $4.38/h, #1 aws (us-east-1) ?"
+    )

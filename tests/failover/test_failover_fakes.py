@@ -86,6 +86,8 @@ def test_cheapest_runs_on_the_candidate_whose_offers_price_the_pool_lowest(
             assert pool.provider_name == "digitalocean"
             assert (where() >> pool)[1] == 1
         assert failed(seen) == []
+        notices = [e.message for e in seen if isinstance(e, ev.Notice) and e.message.startswith("cheapest first")]
+        assert notices == ["cheapest first: #2 digitalocean (tor1) $0.00893/h, #1 verda $0.035/h"]
         assert fake_verda.count(*VERDA_DEPLOY) == 0  # the dearer candidate was never tried
         assert do_left(world.fake) == {}
 

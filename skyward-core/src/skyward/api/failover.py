@@ -102,6 +102,11 @@ def order(selection: Selection, prices: Sequence[float | None]) -> list[int]:
     return cheapest_first(prices) if selection == "cheapest" else list(range(len(prices)))
 
 
+def ranking(labels: Sequence[str], prices: Sequence[float | None]) -> str:
+    """The order ``"cheapest"`` chose, in words: ``#2 verda $4.38/h, #1 aws ?``."""
+    return ", ".join(f"{name} {'?' if p is None else f'${p:.4g}/h'}" for name, p in zip(labels, prices, strict=True))
+
+
 def pool_hourly(markets: Sequence[Market], on_demand: float, spot: float | None) -> float:
     """What the pool costs per hour when each node runs on its planned market (a spot node
     without a spot price is counted at the on-demand price)."""

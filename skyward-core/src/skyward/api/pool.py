@@ -185,7 +185,8 @@ class ComputePool:
                 )
             )
         self._use(self._candidates[0])
-        self._region = ""
+        self._region = ""  # where the pool runs, as the provider's prepare() named it
+        self._candidate_clean = False  # the current candidate's resources were all removed
         self._plugin_steps = _plugin_steps(self.spec.image)  # once, and before anything starts
         self._display = create_display(self.spec.display)
         self._bus = EventBus(on_event=on_event, display=self._display)
@@ -284,13 +285,18 @@ class ComputePool:
         provide it. One that fails for a reason another may not share is cleaned up
         entirely, said in a CandidateFailed event, and the next one starts from nothing;
         any other failure stops here. With one candidate, its error is raised as is."""
-        from skyward.events import CandidateFailed
+        from skyward.events import CandidateFailed, Notice
 
         candidates = self._candidates
         if len(candidates) == 1:
             self._start_candidate(candidates[0])
             return
-        prices = self._prices() if self._selection == "cheapest" else [None] * len(candidates)
+        prices: list[float | None] = [None] * len(candidates)
+        if self._selection == "cheapest":
+            prices = self._prices()
+            ranked = failover.order(self._selection, prices)
+            labels = [candidates[i].label for i in ranked]
+            self.emit(Notice(message="cheapest first: " + failover.ranking(labels, [prices[i] for i in ranked])))
         failures: list[tuple[str, UnavailableError]] = []
         for index in failover.order(self._selection, prices):
             candidate = candidates[index]
@@ -325,6 +331,7 @@ class ComputePool:
         from skyward.events import InfraCreated, InfraCreating, Notice
 
         self._use(candidate)
+        self._candidate_clean = False
         self.emit(InfraCreating())
         if self._spot_notice is not None:
             self.emit(Notice(message=self._spot_notice))
@@ -348,6 +355,7 @@ class ComputePool:
                 self._driver.terminate(nodes)
             finally:
                 self._driver.teardown()
+        self._candidate_clean = True  # nothing for _teardown_after_failure to remove twice
 
     def _user_data(
         self,
@@ -616,10 +624,12 @@ class ComputePool:
                 self._client.close(ProvisioningError("the pool failed to start"))
         finally:
             try:
-                self._driver.terminate(self._nodes)
+                if not self._candidate_clean:
+                    self._driver.terminate(self._nodes)
             finally:
                 try:
-                    self._driver.teardown()
+                    if not self._candidate_clean:
+                        self._driver.teardown()
                 finally:
                     self._finish_events()
                     self._stopped.set()
