@@ -171,3 +171,10 @@ def test_the_ranking_reads_in_the_order_chosen_with_unknown_prices_marked() -> N
     assert (
         failover.ranking(["#2 verda", "#1 aws (us-east-1)"], [4.38, None]) == "#2 verda $4.38/h, #1 aws (us-east-1) ?"
     )
+
+
+def test_a_provider_that_sells_nothing_fitting_has_no_offer_and_the_pool_moves_on() -> None:
+    from skyward.instances import NoMatchingInstanceError
+
+    reason = failover.moves_on(NoMatchingInstanceError("no instance type has an H200"))
+    assert isinstance(reason, NoOfferError) and reason.reason == "no offer" and "H200" in str(reason)

@@ -228,3 +228,19 @@ def test_offers_lists_both_fake_clouds_in_one_table_by_the_pools_price(
     assert table.skipped == ()
     on_spot = sky.offers("H100", nodes=2, spot=True, providers=[do(fake_do), verda(fake_verda)])
     assert {o.provider for o in on_spot} == {"verda"}  # DigitalOcean sells no spot
+
+
+def test_a_region_that_does_not_offer_the_machine_hands_the_pool_to_the_next_region(
+    fake_do: FakeDigitalOcean, credentials: None
+) -> None:
+    seen: list[Any] = []
+    for world in emulate_do(fake_do):
+        candidates = [sky.Spec(provider=do(fake_do, region="nyc1"), accelerator="H100"), do(fake_do, region="tor1")]
+        with sky.ComputePool(provider=candidates, display="quiet", on_event=seen.append) as pool:
+            assert pool.provider_name == "digitalocean" and pool.spec.provider.region == "tor1"
+        assert do_left(world.fake) == {}
+    (why,) = failed(seen)
+    assert (why.candidate, why.region, why.reason) == (0, "nyc1", "no offer")
+    assert "gpu-h100x1-80gb, the smallest size that fits, is not offered in nyc1" in why.message
+    final = seen[-1]
+    assert isinstance(final, ev.CostFinal) and (final.provider, final.region) == ("digitalocean", "tor1")

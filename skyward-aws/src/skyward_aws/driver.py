@@ -28,7 +28,7 @@ from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.agent.notices import notices_dir
 from skyward.api.failover import check_price_cap, pool_hourly
 from skyward.api.spec import PoolSpec
-from skyward.errors import ConfigurationError, LaunchTimeoutError, ProvisioningError
+from skyward.errors import ConfigurationError, LaunchTimeoutError, NoOfferError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud.naming import lifetime
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
@@ -217,7 +217,7 @@ class AWSDriver(Provider[AWS]):
         )
         chosen = offers.choose(found, request, current_catalog())
         if not chosen.zones:
-            raise ConfigurationError(
+            raise NoOfferError(
                 f"{chosen.name} is not offered in any zone of {self.config.region} where the pool has a subnet"
             )
         if wants_spot(self.strategy(spec)) and chosen.supports_spot:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.api.spec import PoolSpec
-from skyward.errors import CapacityError, ConfigurationError, ProvisioningError, QuotaError
+from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.sshkey import throwaway_public_key
@@ -181,7 +181,7 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
             if here is not None
             else ""
         )
-        raise ConfigurationError(
+        raise NoOfferError(
             f"{chosen.slug}, the smallest size that fits, is not offered in {self.config.region}; it is offered in: "
             f"{', '.join(regions)}. Use DigitalOcean(region=...){bigger}"
         )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from skyward.errors import ConfigurationError, NoCandidateError, PriceCapError, UnavailableError
+from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, PriceCapError, UnavailableError
 
 if TYPE_CHECKING:
     from skyward.spot import Market
@@ -126,8 +126,16 @@ def check_price_cap(cap: float | None, hourly: float, what: str) -> None:
 
 
 def moves_on(error: BaseException) -> UnavailableError | None:
-    """The error as a reason to try the next candidate, or None: stop at once."""
-    return error if isinstance(error, UnavailableError) else None
+    """The error as a reason to try the next candidate, or None: stop at once. A provider
+    that sells no machine fitting the request (``NoMatchingInstanceError`` from instance
+    selection) has no offer: another provider may sell one."""
+    from skyward.instances import NoMatchingInstanceError
+
+    if isinstance(error, UnavailableError):
+        return error
+    if isinstance(error, NoMatchingInstanceError):
+        return NoOfferError(str(error))
+    return None
 
 
 def label(index: int, provider_name: str, config: object) -> str:
