@@ -1,6 +1,6 @@
 """``ComputePool``: provisions nodes through a provider, runs computations, tears down.
 
-Construction validates everything and provisions nothing. ``with pool:`` (or
+Construction validates everything (every candidate's configuration) and provisions nothing. ``with pool:`` (or
 ``pool.open()``) provisions, bootstraps and connects; leaving the block stops the agents,
 terminates every node and removes the provider's infrastructure, whatever happened
 inside. A timer stops the pool after ``timeout`` seconds; each node also enforces that
@@ -120,7 +120,13 @@ class _EventPump:
 
 
 class ComputePool:
-    """A pool of nodes from one provider. See the README for the full parameter table."""
+    """A pool of nodes from one provider. See the README for the full parameter table.
+
+    ``provider`` may be a list of candidates (configurations or ``sky.Spec`` values): the
+    pool starts on the first that can provide every node, in the order ``selection`` gives
+    (``"first"``: as listed; ``"cheapest"``: by the whole pool's live hourly price), and
+    moves on only for what another candidate can fix (``skyward.api.failover``). Until it
+    opens, ``spec`` and ``provider_name`` are the first candidate's; then the chosen one's."""
 
     def __init__(
         self,
