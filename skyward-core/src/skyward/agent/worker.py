@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import inspect
 import json
 import os
 import signal
@@ -29,6 +30,21 @@ from skyward.transport import security, serialize, wire
 FN_CACHE_SIZE = 64
 _RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow ones at once
 _CLUSTER_WAIT_SECONDS = 30.0  # the pool sends it right after connecting
+
+
+class _StreamOutput:
+    """Values of the running stream not yet sent (one RESULTS message's worth)."""
+
+    __slots__ = ("client", "done", "frames")
+
+    def __init__(self) -> None:
+        self.client = b""
+        self.done: list[tuple[int, wire.Status, int, float]] = []
+        self.frames: list[serialize.Frame] = []
+
+    def add(self, task_id: int, status: wire.Status, frames: list[serialize.Frame], seconds: float) -> None:
+        self.done.append((task_id, status, len(frames), seconds))
+        self.frames.extend(frames)
 
 
 def _die_with_parent() -> None:
@@ -74,19 +90,27 @@ def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
         return serialize.dumps_result((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
 
 
-def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
-    """Run one task (its frames, see ``wire.encode_task``); never raises."""
+def call_task(cache: FunctionCache, payload: list[Any]) -> tuple[Any, Any]:
+    """Call one task's function (its frames, see ``wire.encode_task``): (function, what it
+    returned); raises what loading or calling it raised."""
     fn: Any = None
     try:
         key, fn_bytes, arguments = wire.decode_task(payload)
         fn = cache.load(key, fn_bytes)
         args, kwargs = serialize.loads(arguments)
-        result = fn(*args, **kwargs)
-    except BaseException as exc:  # user code may raise anything, SystemExit included
-        return wire.Status.RAISED, _encode_exception(exc)
+        return fn, fn(*args, **kwargs)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
+    """Run one task (its frames, see ``wire.encode_task``); never raises."""
+    fn: Any = None
+    try:
+        fn, result = call_task(cache, payload)
+    except BaseException as exc:  # user code may raise anything, SystemExit included
+        return wire.Status.RAISED, _encode_exception(exc)
     try:
         return wire.Status.OK, serialize.dumps_result(result)
     except Exception as exc:
@@ -124,8 +148,16 @@ class Worker:
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()
-        self.pending: deque[tuple[bytes, int, list[Any]]] = deque()  # (client, task id, frames), not begun
-        self.watch = SocketWatch(self.context, self.tasks, self._receive)
+        # (client, task id, frames, stream window: 0 for a plain task), not begun
+        self.pending: deque[tuple[bytes, int, list[Any], int]] = deque()
+        # the stream running now: its task id, the values it may still send, and whether
+        # the client asked to stop it (set by ``_receive``, on either thread)
+        self.stream_id: int | None = None
+        self.stream_credit = 0
+        self.stream_stop = False
+        self.stopping = False  # STOP arrived while a stream waited for credit
+        self.stream_out = _StreamOutput()
+        self.watch = SocketWatch(self.context, self.tasks, self._receive, self._flush_stream)
 
     def serve(self) -> None:
         from skyward.plugins.registry import get_plugin_manager
@@ -143,6 +175,8 @@ class Worker:
                 if not self.cluster_known and not self._await_cluster():
                     return
                 self._on_tasks()
+                if self.stopping:
+                    return
 
     def _await_cluster(self) -> bool:
         """Handle control messages until the cluster info has arrived; False on STOP."""
@@ -190,14 +224,20 @@ class Worker:
             if kind == wire.TASKS:
                 client = frames[0].bytes
                 offset = 2
-                for task_id, count in wire.unpack_tasks(frames[1].bytes):
-                    self.pending.append((client, task_id, frames[offset : offset + count]))
+                for task_id, count, window in wire.unpack_tasks(frames[1].bytes):
+                    self.pending.append((client, task_id, frames[offset : offset + count], window))
                     offset += count
             elif kind == wire.RECALL:
                 self._recall(frames[0].bytes, set(wire.unpack_recall(frames[1].bytes)))
+            elif kind == wire.CREDIT:
+                task_id, count = wire.unpack_credit(frames[1].bytes)
+                if task_id == self.stream_id:
+                    self.stream_credit += count
 
     def _recall(self, client: bytes, task_ids: set[int]) -> None:
-        kept: deque[tuple[bytes, int, list[Any]]] = deque()
+        if self.stream_id in task_ids:
+            self.stream_stop = True  # the stream's loop closes the generator and answers
+        kept: deque[tuple[bytes, int, list[Any], int]] = deque()
         dropped: list[tuple[int, wire.Status, int, float]] = []
         for item in self.pending:
             if item[1] in task_ids:
@@ -218,11 +258,17 @@ class Worker:
         owner = b""
         last_flush = time.monotonic()
         while self.pending:
-            client, task_id, body = self.pending.popleft()
-            if done and client != owner:
+            client, task_id, body, window = self.pending.popleft()
+            if done and (client != owner or window):
                 self._send(owner, done, out)
                 done, out = [], []
             owner = client
+            if window:
+                self._run_stream(client, task_id, body, window)
+                if self.stopping:
+                    return
+                last_flush = time.monotonic()
+                continue
             started = time.perf_counter()
             self.watch.task_begins()
             try:
@@ -237,6 +283,101 @@ class Worker:
             if not self.pending or now - last_flush > _RESULT_FLUSH_SECONDS:
                 self._send(owner, done, out)
                 done, out, last_flush = [], [], now
+
+    def _run_stream(self, client: bytes, task_id: int, body: list[Any], window: int) -> None:
+        """Run a generator task: each yielded value leaves as an ITEM, at most ``window``
+        ahead of what the client has read (its CREDIT messages); when none is left the
+        generator is paused here, waiting. A RECALL (the client closed the stream), or
+        STOP, closes the generator, so its ``finally`` runs, and frees the worker.
+
+        Values travel together while they come quickly (``_RESULT_FLUSH_SECONDS``); when
+        the generator's next step runs long, the watch thread sends what waits
+        (``_flush_stream``), so a value is never held back behind a slow step for longer
+        than the watch takes to engage (``watch.WATCH_AFTER``)."""
+        out = self.stream_out
+        out.client = client
+        self.stream_id, self.stream_credit, self.stream_stop = task_id, window, False
+        started = time.perf_counter()
+        generator: Any = None
+        final: tuple[wire.Status, list[serialize.Frame]] | None = None
+        self.watch.task_begins()
+        try:
+            fn, generator = call_task(self.cache, body)
+            if not inspect.isgenerator(generator):
+                name = getattr(fn, "__qualname__", fn)
+                raise TypeError(f"{name} was sent as a stream but returned {type(generator).__name__}, not a generator")
+        except BaseException as exc:
+            final = (wire.Status.RAISED, _encode_exception(exc))
+        finally:
+            self.watch.task_ends()
+        last_flush = time.monotonic()
+        while final is None:
+            if self.stream_credit <= 0 or self.stream_stop:
+                self._flush_stream()
+                self._await_credit()
+            if self.stream_stop or self.stopping:
+                self.watch.task_begins()
+                try:
+                    generator.close()  # its finally runs here
+                except BaseException:
+                    pass  # nobody reads this stream any more
+                finally:
+                    self.watch.task_ends()
+                final = (wire.Status.RECALLED, [])
+                break
+            self.watch.task_begins()
+            try:
+                value = next(generator)
+            except StopIteration:
+                final = (wire.Status.OK, serialize.dumps_result(None))
+                break
+            except BaseException as exc:
+                final = (wire.Status.RAISED, _encode_exception(exc))
+                break
+            finally:
+                self.watch.task_ends()
+            try:
+                frames = serialize.dumps_result(value)
+            except Exception as exc:
+                error = TypeError(f"a value the stream yielded cannot be pickled: {exc}")
+                generator.close()
+                final = (wire.Status.RAISED, _encode_exception(error))
+                break
+            out.add(task_id, wire.Status.ITEM, frames, 0.0)
+            self.stream_credit -= 1
+            if int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                self._receive()
+            now = time.monotonic()
+            if now - last_flush > _RESULT_FLUSH_SECONDS:
+                self._flush_stream()
+                last_flush = now
+        sys.stdout.flush()
+        sys.stderr.flush()
+        status, frames = final
+        out.add(task_id, status, frames, time.perf_counter() - started)
+        self._flush_stream()
+        self.stream_id = None
+
+    def _await_credit(self) -> None:
+        """Block until the client grants more values, recalls the stream, or STOP comes."""
+        poller = zmq.Poller()
+        poller.register(self.tasks, zmq.POLLIN)
+        poller.register(self.control, zmq.POLLIN)
+        while self.stream_credit <= 0 and not self.stream_stop:
+            ready = dict(poller.poll())
+            if self.tasks in ready:
+                self._receive()
+            if self.control in ready and not self._on_control():
+                self.stopping = True
+                return
+
+    def _flush_stream(self) -> None:
+        """Send the stream's waiting values (main thread between steps, or the watch
+        thread while a step runs long: whoever holds the socket)."""
+        out = self.stream_out
+        if out.done:
+            self._send(out.client, out.done, out.frames)
+            out.done, out.frames = [], []
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
         try:

@@ -512,10 +512,13 @@ class ComputePool:
         self._require_client().abandon_futures(futures)
 
     def run(self, pending: PendingCompute[T]) -> T:
-        """Run on the first available worker and return its result (``pending >> pool``)."""
+        """Run on the first available worker and return its result (``pending >> pool``).
+        A generator function returns an iterator over what it yields (see ``stream``)."""
         client = self._require_client()
         payload = self._payload(pending, {})
         self._progress.add(1)
+        if pending.is_stream:
+            return client.stream(payload, on_finish=self._progress.finished)  # type: ignore[return-value]
         try:
             result = client.run(payload)
         except BaseException:
@@ -531,7 +534,23 @@ class ComputePool:
         functions: dict[int, tuple[bytes, bytes]] = {}
         payloads = [self._payload(p, functions) for p in batch.items]
         self._progress.add(len(payloads))
-        return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
+        streams = [p.is_stream for p in batch.items]
+        if not any(streams):
+            return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
+        # generators: an iterator each, in order (they queue like tasks: with more of them
+        # than workers, the later ones start as the earlier ones end)
+        started: list[Any] = []
+        try:
+            for payload, stream in zip(payloads, streams, strict=True):
+                started.append(client.stream(payload, on_finish=self._progress.finished) if stream else None)
+            plain = [p for p, s in zip(payloads, streams, strict=True) if not s]
+            values = iter(client.submit_batch(plain, on_finish=self._progress.finished).wait())
+        except BaseException:
+            for it in started:
+                if it is not None:
+                    it.close()
+            raise
+        return tuple(it if it is not None else next(values) for it in started)
 
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
         """Run on every worker of every node (``pending @ pool``); one result per worker,
@@ -540,6 +559,8 @@ class ComputePool:
         client = self._require_client()
         payload = self._payload(pending, {})
         expected = len(self._nodes) * self.spec.workers_per_node
+        if pending.is_stream:
+            return tuple(client.stream_on_all(payload))  # type: ignore[arg-type]
         self._progress.add(expected)
         try:
             results = client.run_on_all(payload)

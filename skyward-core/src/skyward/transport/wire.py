@@ -1,7 +1,9 @@
 """The frames exchanged between the pool's client, node agents and workers.
 
 Data plane, client <-> worker, direct (one hop: no relay through the agent):
-    TASKS    [T+meta, *frames]    meta: count, then per task (task_id, frame count); each
+    TASKS    [T+meta, *frames]    meta: count, then per task (task_id, frame count, stream
+                                  window: 0 for a plain task, else how many yielded values
+                                  the worker may send ahead of the client's reading); each
                                   task is a head frame (fn_key, fn_bytes, or none when the
                                   worker already caches fn_key, then the arguments' pickle
                                   stream) and its out-of-band buffers
@@ -9,7 +11,12 @@ Data plane, client <-> worker, direct (one hop: no relay through the agent):
                                   seconds the task ran); RECALLED (no frames) answers RECALL
     RECALL   [X+ids]              the client takes back tasks it sent: the worker drops each
                                   one it has not begun and answers RECALLED for it; one it
-                                  began (or finished) answers with its result as usual
+                                  began (or finished) answers with its result as usual,
+                                  except a stream: the worker closes its generator (its
+                                  ``finally`` runs) and answers RECALLED
+    CREDIT   [K+(id, n)]          the client read n more values of stream ``id``: the
+                                  worker may send n more (a stream is a task with many
+                                  results: ITEM per yielded value, then OK or RAISED)
 Every frame costs ~10 us in pyzmq, so small parts share one frame; large buffers keep
 their own (zero-copy).
 
@@ -44,30 +51,34 @@ NOTICE = b"N"
 READY = b"W"
 CLUSTER = b"C"
 RECALL = b"X"
+CREDIT = b"K"
 
 
 class Status(IntEnum):
     OK = 0
     RAISED = 1  # frames: the pickled (exception, remote traceback text)
     RECALLED = 2  # no frames: the worker dropped the task before it began (answer to RECALL)
+    ITEM = 3  # frames: one value a stream's generator yielded; the task goes on
 
 
 _COUNT = struct.Struct("!I")
-_TASK = struct.Struct("!QI")
+_TASK = struct.Struct("!QII")
 _RESULT = struct.Struct("!QBIf")
 _ID = struct.Struct("!Q")
+_CREDIT = struct.Struct("!QI")
 
 
 _FN_LEN = struct.Struct("!I")
 FN_KEY_SIZE = 16
 
 
-def pack_tasks(entries: Sequence[tuple[int, int]]) -> bytes:
-    """The first frame of TASKS: the marker and (task_id, frame count) per task."""
-    return TASKS + _COUNT.pack(len(entries)) + b"".join(_TASK.pack(t, n) for t, n in entries)
+def pack_tasks(entries: Sequence[tuple[int, int, int]]) -> bytes:
+    """The first frame of TASKS: the marker and (task_id, frame count, stream window) per
+    task (window 0: a plain task)."""
+    return TASKS + _COUNT.pack(len(entries)) + b"".join(_TASK.pack(t, n, w) for t, n, w in entries)
 
 
-def unpack_tasks(raw: Any) -> list[tuple[int, int]]:
+def unpack_tasks(raw: Any) -> list[tuple[int, int, int]]:
     data = bytes(raw)
     (count,) = _COUNT.unpack_from(data, 1)
     return [_TASK.unpack_from(data, 1 + _COUNT.size + i * _TASK.size) for i in range(count)]
@@ -96,6 +107,15 @@ def pack_recall(task_ids: Sequence[int]) -> bytes:
 def unpack_recall(raw: Any) -> list[int]:
     data = bytes(raw)
     return [_ID.unpack_from(data, 1 + i * _ID.size)[0] for i in range((len(data) - 1) // _ID.size)]
+
+
+def pack_credit(task_id: int, count: int) -> bytes:
+    return CREDIT + _CREDIT.pack(task_id, count)
+
+
+def unpack_credit(raw: Any) -> tuple[int, int]:
+    task_id, count = _CREDIT.unpack_from(bytes(raw), 1)
+    return task_id, count
 
 
 def encode_task(fn_key: bytes, fn_bytes: bytes, arguments: Sequence[Any]) -> list[Any]:
