@@ -15,7 +15,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
 from skyward.transport.results import ResultDecoder
+from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
 
@@ -516,9 +517,9 @@ class ComputePool:
         A generator function returns an iterator over what it yields (see ``stream``)."""
         client = self._require_client()
         payload = self._payload(pending, {})
-        self._progress.add(1)
         if pending.is_stream:
-            return client.stream(payload, on_finish=self._progress.finished)  # type: ignore[return-value]
+            return self.stream(pending)  # type: ignore[arg-type,return-value]
+        self._progress.add(1)
         try:
             result = client.run(payload)
         except BaseException:
@@ -526,6 +527,22 @@ class ComputePool:
             raise
         self._progress.finished(failed=False)
         return result  # type: ignore[no-any-return]
+
+    def stream(self, pending: PendingCompute[Generator[T, Any, Any]], window: int = STREAM_WINDOW) -> RemoteStream[T]:
+        """Run a generator function on one worker: an iterator over what it yields, as it
+        yields it (``pending >> pool`` with the default ``window``). The worker sends at
+        most ``window`` values ahead of your loop, then waits; ``close()`` (or dropping
+        the iterator, as ``break`` does) stops the generator there, running its ``finally``."""
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ConfigurationError(f"ComputePool.stream(window={window!r}): must be an int >= 1")
+        if not isinstance(pending, PendingCompute) or not pending.is_stream:
+            raise ConfigurationError(
+                f"ComputePool.stream needs a computation of a generator function (def with yield), got {pending!r}"
+            )
+        client = self._require_client()
+        payload = self._payload(pending, {})
+        self._progress.add(1)
+        return client.stream(payload, window=window, on_finish=self._progress.finished)
 
     def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
         """Run every computation of the batch in parallel; results in order. The first

@@ -1,0 +1,185 @@
+"""Streams on a real Local pool: a generator's values come back as it yields them, in
+order, at most a window ahead of the reader; stopping the loop stops the generator on
+the worker (its ``finally`` runs, the worker is freed); failures, a killed worker and the
+pool's timeout end a stream cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import skyward as sky
+from skyward.errors import ConfigurationError, PoolTimeoutError, WorkerDiedError
+from skyward.transport.client import RemoteTraceback
+
+
+@sky.compute
+def numbers(count: int | None, journal: str, tag: str) -> Iterator[int]:
+    """Yields 0, 1, ... (forever when ``count`` is None), noting how many it produced and
+    that its ``finally`` ran, in files under ``journal``."""
+    produced = Path(journal, f"{tag}.produced")
+    index = 0
+    try:
+        while count is None or index < count:
+            produced.write_text(str(index + 1))
+            yield index
+            index += 1
+    finally:
+        Path(journal, f"{tag}.finally").write_text("ran")
+
+
+@sky.compute
+def small(count: int) -> Iterator[int]:
+    yield from range(count)
+
+
+@sky.compute
+def fails_after(count: int) -> Iterator[int]:
+    yield from range(count)
+    raise ValueError(f"failed after {count}")
+
+
+@sky.compute
+def pid_then_forever() -> Iterator[int]:
+    yield os.getpid()
+    while True:
+        time.sleep(0.01)
+        yield 0
+
+
+@sky.compute
+def worker_index() -> int:
+    return sky.instance_info().worker
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[sky.ComputePool]:
+    with sky.ComputePool(nodes=1, concurrency=1, display="quiet") as p:
+        yield p
+
+
+def _wait_for(path: Path, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    length=st.integers(0, 200),
+    window=st.integers(1, 40),
+    stop=st.none() | st.integers(0, 200),
+)
+def test_values_arrive_in_order_for_any_length_window_and_stopping_point(
+    pool: sky.ComputePool, tmp_path_factory: pytest.TempPathFactory, length: int, window: int, stop: int | None
+) -> None:
+    journal = tmp_path_factory.mktemp("stream")
+    seen: list[int] = []
+    stream = pool.stream(numbers(length, str(journal), "s"), window=window)
+    for value in stream:
+        if stop is not None and len(seen) == stop:
+            break
+        seen.append(value)
+    stream.close()
+    expected = list(range(length)) if stop is None else list(range(min(stop, length)))
+    assert seen == expected
+    # the worker is free again (one worker: this runs only after the generator ended) ...
+    assert worker_index() >> pool == 0
+    # ... and its finally ran, whether the stream ended or was stopped
+    assert (journal / "s.finally").read_text() == "ran"
+    produced = int((journal / "s.produced").read_text()) if (journal / "s.produced").exists() else 0
+    # never more than a window ahead of what was read
+    assert produced <= len(seen) + window + 1
+
+
+def test_a_fast_generator_is_paused_a_window_ahead_of_a_slow_reader(pool: sky.ComputePool, tmp_path: Path) -> None:
+    with pool.stream(numbers(None, str(tmp_path), "w"), window=8) as stream:
+        assert next(stream) == 0
+        time.sleep(0.5)  # the generator runs on, until its window is full
+        assert int((tmp_path / "w.produced").read_text()) <= 8
+        assert [next(stream) for _ in range(20)] == list(range(1, 21))
+    assert _wait_for(tmp_path / "w.finally")
+
+
+def test_breaking_out_of_the_loop_runs_the_workers_finally_and_frees_it(pool: sky.ComputePool, tmp_path: Path) -> None:
+    for value in numbers(None, str(tmp_path), "b") >> pool:
+        if value == 5:
+            break
+    # the dropped iterator stopped the generator: the next task runs, after its finally
+    assert worker_index() >> pool == 0
+    assert (tmp_path / "b.finally").read_text() == "ran"
+
+
+def test_a_generators_exception_is_raised_where_it_happened_with_the_remote_traceback(
+    pool: sky.ComputePool,
+) -> None:
+    seen: list[int] = []
+    with pytest.raises(ValueError, match="failed after 3") as caught:
+        for value in fails_after(3) >> pool:
+            seen.append(value)
+    assert seen == [0, 1, 2]
+    assert isinstance(caught.value.__cause__, RemoteTraceback)
+    assert "fails_after" in caught.value.__cause__.tb
+
+
+def test_broadcast_gives_one_stream_per_worker_and_gather_keeps_order(pool: sky.ComputePool) -> None:
+    (only,) = small(3) @ pool
+    assert list(only) == [0, 1, 2]
+    first, plain, second = sky.gather(small(2), worker_index(), small(4)) >> pool
+    assert plain == 0
+    assert list(first) == [0, 1]
+    assert list(second) == [0, 1, 2, 3]
+
+
+def test_a_stream_window_must_be_positive(pool: sky.ComputePool) -> None:
+    with pytest.raises(ConfigurationError, match="window"):
+        pool.stream(small(1), window=0)
+    with pytest.raises(ConfigurationError, match="generator"):
+        pool.stream(worker_index(), window=4)  # type: ignore[arg-type]
+
+
+def test_a_worker_killed_mid_stream_raises_worker_died_at_the_next_value(pool: sky.ComputePool) -> None:
+    stream = pid_then_forever() >> pool
+    pid = next(stream)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    with pytest.raises(WorkerDiedError):
+        while time.monotonic() < deadline:
+            next(stream)
+    # the node restarted the worker: the pool serves on
+    assert worker_index() >> pool == 0
+
+
+def test_the_pools_timeout_ends_a_stream_on_both_sides(tmp_path: Path) -> None:
+    with sky.ComputePool(timeout=3, display="quiet") as short:
+        stream = numbers(None, str(tmp_path), "t") >> short
+        with pytest.raises(PoolTimeoutError):
+            for _ in stream:
+                time.sleep(0.01)
+    assert _wait_for(tmp_path / "t.finally")
+
+
+def test_a_million_small_values_stream_with_flat_client_memory(pool: sky.ComputePool) -> None:
+    process = psutil.Process()
+    stream = small(1_000_000) >> pool
+    total = 0
+    rss_at_100k = 0
+    for index, value in enumerate(stream):
+        total += value
+        if index == 100_000:
+            rss_at_100k = process.memory_info().rss
+    grown = process.memory_info().rss - rss_at_100k
+    assert total == sum(range(1_000_000))
+    # 900,000 more values went through; held as a list they would take ~30 MB here
+    assert grown < 10 * 1024 * 1024, f"client memory grew {grown / 1e6:.1f} MB over 900,000 values"
