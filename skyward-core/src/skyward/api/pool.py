@@ -15,7 +15,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -528,7 +528,11 @@ class ComputePool:
         self._progress.finished(failed=False)
         return result  # type: ignore[no-any-return]
 
-    def stream(self, pending: PendingCompute[Generator[T, Any, Any]], window: int = STREAM_WINDOW) -> RemoteStream[T]:
+    def stream(
+        self,
+        pending: PendingCompute[Generator[T, Any, Any]] | PendingCompute[Iterator[T]],
+        window: int = STREAM_WINDOW,
+    ) -> RemoteStream[T]:
         """Run a generator function on one worker: an iterator over what it yields, as it
         yields it (``pending >> pool`` with the default ``window``). The worker sends at
         most ``window`` values ahead of your loop, then waits; ``close()`` (or dropping
