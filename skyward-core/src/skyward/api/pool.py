@@ -37,9 +37,9 @@ from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
 from skyward.transport.results import ResultDecoder
-from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
+from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 
 T = TypeVar("T")
 

@@ -61,7 +61,7 @@ class StreamChannel:
             self.items.append(None)
             self.changed.notify_all()
         if self._on_finish is not None:
-            self._on_finish(error is not None)
+            self._on_finish(error is not None and not self.closed)  # a stream the reader stopped did not fail
 
     def set_running_or_notify_cancel(self) -> bool:
         return not self.closed
