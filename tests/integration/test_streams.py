@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import psutil
@@ -183,3 +183,97 @@ def test_a_million_small_values_stream_with_flat_client_memory(pool: sky.Compute
     assert total == sum(range(1_000_000))
     # 900,000 more values went through; held as a list they would take ~30 MB here
     assert grown < 10 * 1024 * 1024, f"client memory grew {grown / 1e6:.1f} MB over 900,000 values"
+
+
+# -- input streams -------------------------------------------------------------------
+
+
+@sky.compute
+def total(values: Iterator[int]) -> int:
+    return sum(values)
+
+
+@sky.compute
+def scaled(values: Iterable[int], factor: int) -> Iterator[int]:
+    for value in values:
+        yield value * factor
+
+
+@sky.compute
+def measure(chunks: Iterator[bytes]) -> tuple[int, int]:
+    """Bytes received, and how much this worker's memory grew after the first 100 chunks."""
+    process = psutil.Process()
+    received = 0
+    baseline = 0
+    for index, chunk in enumerate(chunks):
+        received += len(chunk)
+        if index == 100:
+            baseline = process.memory_info().rss
+    return received, process.memory_info().rss - baseline
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(length=st.integers(0, 300), stop=st.none() | st.integers(0, 300), factor=st.integers(-3, 3))
+def test_an_input_stream_is_read_as_consumed_and_a_stream_can_flow_both_ways(
+    pool: sky.ComputePool, length: int, stop: int | None, factor: int
+) -> None:
+    pulled: list[int] = []
+
+    def source() -> Iterator[int]:
+        for value in range(length):
+            pulled.append(value)
+            yield value
+
+    assert total(source()) >> pool == sum(range(length))
+    assert pulled == list(range(length))
+    pulled.clear()
+    seen = []
+    for value in scaled(source(), factor) >> pool:
+        if stop is not None and len(seen) == stop:
+            break
+        seen.append(value)
+    expected = [v * factor for v in range(length)]
+    assert seen == (expected if stop is None else expected[:stop])
+    assert worker_index() >> pool == 0  # the worker was freed
+
+
+def test_an_input_larger_than_the_client_could_hold_streams_with_flat_memory_on_both_sides(
+    pool: sky.ComputePool,
+) -> None:
+    chunk = 1024 * 1024
+    count = 2048  # 2 GB in all
+    client = psutil.Process()
+    peak = 0
+    baseline = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal peak, baseline
+        for index in range(count):
+            if index == 100:
+                baseline = client.memory_info().rss
+            elif index > 100 and index % 64 == 0:
+                peak = max(peak, client.memory_info().rss)
+            yield bytes(chunk)
+
+    received, worker_growth = measure(chunks()) >> pool
+    assert received == chunk * count
+    # a window of 1 MB chunks is in flight: far from the 2 GB a list would hold
+    assert peak - baseline < 128 * 1024 * 1024, f"client grew {(peak - baseline) / 1e6:.0f} MB"
+    assert worker_growth < 128 * 1024 * 1024, f"worker grew {worker_growth / 1e6:.0f} MB"
+
+
+def test_a_failing_client_iterable_fails_the_task_with_its_own_exception(pool: sky.ComputePool) -> None:
+    def broken() -> Iterator[int]:
+        yield 1
+        raise KeyError("the source broke")
+
+    with pytest.raises(KeyError, match="the source broke"):
+        total(broken()) >> pool
+    assert worker_index() >> pool == 0
+
+
+def test_an_input_stream_that_is_not_iterable_is_refused_before_anything_is_sent(pool: sky.ComputePool) -> None:
+    with pytest.raises(ConfigurationError, match="'values'"):
+        total(5) >> pool  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="input stream"):
+        total(iter([1])) @ pool

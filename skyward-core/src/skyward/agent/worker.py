@@ -24,8 +24,9 @@ from typing import Any
 import zmq
 
 from skyward.agent.watch import SocketWatch
+from skyward.errors import AbandonedError
 from skyward.runtime.context import InstanceInfo, set_instance_info
-from skyward.transport import security, serialize, wire
+from skyward.transport import inputs, security, serialize, wire
 
 FN_CACHE_SIZE = 64
 _RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow ones at once
@@ -155,7 +156,17 @@ class Worker:
         self.stream_id: int | None = None
         self.stream_credit = 0
         self.stream_stop = False
-        self.stopping = False  # STOP arrived while a stream waited for credit
+        self.stopping = False  # STOP arrived while a stream waited for credit or input
+        # the task running now (any kind), for RECALL and input streams
+        self.running_id: int | None = None
+        self.running_client = b""
+        # input streams of the running task, by slot: items received, slots ended, items
+        # read since the last WANT (see ``next_input``)
+        self.inputs_task: int | None = None
+        self.inputs: dict[int, deque[list[Any]]] = {}
+        self.inputs_ended: set[int] = set()
+        self.inputs_read: dict[int, int] = {}
+        inputs.set_source(self)
         self.stream_out = _StreamOutput()
         self.watch = SocketWatch(self.context, self.tasks, self._receive, self._flush_stream)
 
@@ -229,14 +240,86 @@ class Worker:
                     offset += count
             elif kind == wire.RECALL:
                 self._recall(frames[0].bytes, set(wire.unpack_recall(frames[1].bytes)))
+            elif kind == wire.INPUT:
+                self._on_input(frames)
             elif kind == wire.CREDIT:
                 task_id, count = wire.unpack_credit(frames[1].bytes)
                 if task_id == self.stream_id:
                     self.stream_credit += count
 
+    def _on_input(self, frames: list[Any]) -> None:
+        task_id, slot, ended, counts = wire.unpack_input(frames[1].bytes)
+        if task_id != self.running_id:
+            return  # late: its task is over
+        if self.inputs_task != task_id:
+            self._reset_inputs(task_id)
+        buffer = self.inputs.setdefault(slot, deque())
+        offset = 2
+        for count in counts:
+            buffer.append(frames[offset : offset + count])
+            offset += count
+        if ended:
+            self.inputs_ended.add(slot)
+
+    def _reset_inputs(self, task_id: int | None) -> None:
+        self.inputs_task = task_id
+        self.inputs, self.inputs_ended, self.inputs_read = {}, set(), {}
+
+    def next_input(self, slot: int) -> Any:
+        """The next item of the running task's input stream ``slot`` (called by user code,
+        through ``inputs.RemoteInput``): asks the client for a window of items the first
+        time and for more each time half of it was read, and waits here when none is in.
+        A RECALL (the client gave up on the task) or STOP ends the wait with
+        ``AbandonedError``."""
+        if self.inputs_task != self.running_id:
+            self._reset_inputs(self.running_id)
+        buffer = self.inputs.get(slot)
+        if buffer is None:
+            buffer = self.inputs[slot] = deque()
+            self.inputs_read[slot] = 0
+            self._with_socket(lambda: self._want(slot, inputs.INPUT_WINDOW))
+        if not buffer and slot not in self.inputs_ended:
+            self._with_socket(lambda: self._await_input(slot))
+        if not buffer:
+            raise StopIteration
+        frames = buffer.popleft()
+        self.inputs_read[slot] += 1
+        if self.inputs_read[slot] * 2 >= inputs.INPUT_WINDOW and slot not in self.inputs_ended:
+            count, self.inputs_read[slot] = self.inputs_read[slot], 0
+            self._with_socket(lambda: self._want(slot, count))
+        return serialize.loads(frames)
+
+    def _with_socket(self, action: Any) -> None:
+        """Run ``action`` with the task socket, from inside user code (which runs while
+        the watch thread may hold it)."""
+        self.watch.task_ends()
+        try:
+            action()
+        finally:
+            self.watch.task_begins()
+
+    def _want(self, slot: int, count: int) -> None:
+        if self.running_id is not None:
+            want = wire.pack_want(slot, count)
+            self._send(self.running_client, [(self.running_id, wire.Status.WANT, 1, 0.0)], [want])
+
+    def _await_input(self, slot: int) -> None:
+        poller = zmq.Poller()
+        poller.register(self.tasks, zmq.POLLIN)
+        poller.register(self.control, zmq.POLLIN)
+        buffer = self.inputs[slot]
+        while not buffer and slot not in self.inputs_ended:
+            if self.stream_stop or self.stopping:
+                raise AbandonedError("the client gave up on this task while it waited for input")
+            ready = dict(poller.poll())
+            if self.tasks in ready:
+                self._receive()
+            if self.control in ready and not self._on_control():
+                self.stopping = True
+
     def _recall(self, client: bytes, task_ids: set[int]) -> None:
-        if self.stream_id in task_ids:
-            self.stream_stop = True  # the stream's loop closes the generator and answers
+        if self.running_id in task_ids:
+            self.stream_stop = True  # a stream closes its generator; a task waiting for input ends
         kept: deque[tuple[bytes, int, list[Any], int]] = deque()
         dropped: list[tuple[int, wire.Status, int, float]] = []
         for item in self.pending:
@@ -263,6 +346,7 @@ class Worker:
                 self._send(owner, done, out)
                 done, out = [], []
             owner = client
+            self.running_id, self.running_client, self.stream_stop = task_id, client, False
             if window:
                 self._run_stream(client, task_id, body, window)
                 if self.stopping:
@@ -275,8 +359,12 @@ class Worker:
                 status, frames = run_task(self.cache, body)
             finally:
                 self.watch.task_ends()
+            self.running_id = None
             done.append((task_id, status, len(frames), time.perf_counter() - started))
             out.extend(frames)
+            if self.stopping:
+                self._send(owner, done, out)
+                return
             if self.pending and int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 self._receive()  # a RECALL for what waits here must be read before it begins
             now = time.monotonic()
@@ -296,7 +384,7 @@ class Worker:
         than the watch takes to engage (``watch.WATCH_AFTER``)."""
         out = self.stream_out
         out.client = client
-        self.stream_id, self.stream_credit, self.stream_stop = task_id, window, False
+        self.stream_id, self.stream_credit = task_id, window
         started = time.perf_counter()
         generator: Any = None
         final: tuple[wire.Status, list[serialize.Frame]] | None = None
@@ -356,7 +444,7 @@ class Worker:
         status, frames = final
         out.add(task_id, status, frames, time.perf_counter() - started)
         self._flush_stream()
-        self.stream_id = None
+        self.stream_id = self.running_id = None
 
     def _await_credit(self) -> None:
         """Block until the client grants more values, recalls the stream, or STOP comes."""

@@ -36,6 +36,7 @@ from skyward.plugins.registry import registry
 from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
+from skyward.transport.inputs import split_inputs
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
@@ -479,8 +480,14 @@ class ComputePool:
         return self._client
 
     def _payload(
-        self, pending: PendingCompute[Any], functions: dict[int, tuple[bytes, bytes]]
+        self,
+        pending: PendingCompute[Any],
+        functions: dict[int, tuple[bytes, bytes]],
+        inputs: list[tuple[str, Any]] | None = None,
     ) -> list[serialize.Frame]:
+        """The task's frames. Arguments for parameters annotated ``Iterator[T]`` or
+        ``Iterable[T]`` are input streams: they go to ``inputs`` (the worker pulls them
+        as it reads them); where ``inputs`` is None (``@``, ``gather``), they are refused."""
         if not isinstance(pending, PendingCompute):
             raise ConfigurationError(
                 f"a pool runs computations (the result of calling a @compute function), got {pending!r}"
@@ -489,7 +496,15 @@ class ComputePool:
         if key_raw is None:
             key_raw = self._fn_pickles.get(pending.fn)
             functions[id(pending.fn)] = key_raw
-        return [*key_raw, *serialize.dumps_arguments(pending.fn, pending.args, pending.kwargs)]
+        args, kwargs, streams = split_inputs(pending.fn, pending.args, pending.kwargs)
+        if streams:
+            if inputs is None:
+                raise ConfigurationError(
+                    f"argument {streams[0][0]!r} of {pending.name} is an input stream (annotated Iterator/Iterable): "
+                    "it streams to one worker, so run it with >>, pool.submit or pool.stream, not @, & or gather"
+                )
+            inputs.extend(streams)
+        return [*key_raw, *serialize.dumps_arguments(pending.fn, args, kwargs)]
 
     def _emit_progress(self, done: int, submitted: int, failed: int) -> None:
         from skyward.events import TaskProgress
@@ -502,7 +517,9 @@ class ComputePool:
         the task never starts, after it returns False (``wait``, ``as_completed`` and
         ``set_running_or_notify_cancel`` behave as for the standard executors)."""
         client = self._require_client()
-        future = client.submit(self._payload(pending, {}))
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
+        future = client.submit_with_inputs(payload, inputs) if inputs else client.submit(payload)
         self._progress.track(future)
         return future
 
@@ -515,13 +532,14 @@ class ComputePool:
     def run(self, pending: PendingCompute[T]) -> T:
         """Run on the first available worker and return its result (``pending >> pool``).
         A generator function returns an iterator over what it yields (see ``stream``)."""
-        client = self._require_client()
-        payload = self._payload(pending, {})
         if pending.is_stream:
             return self.stream(pending)  # type: ignore[arg-type,return-value]
+        client = self._require_client()
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
         self._progress.add(1)
         try:
-            result = client.run(payload)
+            result = client.run(payload) if not inputs else client.submit_with_inputs(payload, inputs).result()
         except BaseException:
             self._progress.finished(failed=True)
             raise
@@ -544,9 +562,10 @@ class ComputePool:
                 f"ComputePool.stream needs a computation of a generator function (def with yield), got {pending!r}"
             )
         client = self._require_client()
-        payload = self._payload(pending, {})
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
         self._progress.add(1)
-        return client.stream(payload, window=window, on_finish=self._progress.finished)
+        return client.stream(payload, window=window, on_finish=self._progress.finished, inputs=inputs or None)
 
     def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
         """Run every computation of the batch in parallel; results in order. The first

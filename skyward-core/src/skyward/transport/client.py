@@ -33,6 +33,7 @@ from skyward.transport import handshake, security, serialize, wire
 from skyward.transport.completion import BatchResult, Completion
 from skyward.transport.dispatcher import CancelOutcome, Dispatcher, WorkerKey
 from skyward.transport.handshake import worker_endpoint
+from skyward.transport.inputs import Feeder
 from skyward.transport.results import RemoteTraceback, ResultDecoder
 from skyward.transport.security import CurveKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream, StreamChannel
@@ -125,6 +126,7 @@ class PoolClient:
         # streams nobody reads any more (closed, or dropped: appended from __del__, so
         # without a lock); the I/O thread drops or recalls them
         self._stopped_streams: deque[int] = deque()
+        self._feeders: dict[int, Feeder] = {}  # tasks with input streams: who reads them here
 
     def _socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
         sock = self._context.socket(kind)
@@ -234,6 +236,7 @@ class PoolClient:
         target: WorkerKey | None = None,
         window: int = STREAM_WINDOW,
         on_finish: Callable[[bool], None] | None = None,
+        inputs: list[tuple[str, Any]] | None = None,
     ) -> RemoteStream[Any]:
         """Queue a generator task: an iterator over what it yields (see ``stream``). It
         waits in the queue and is cancelled, recalled and failed like any task; it is
@@ -251,8 +254,37 @@ class PoolClient:
                 pass  # closed meanwhile: nothing left to stop
 
         channel = StreamChannel(window, on_finish)
-        (task_id,) = self._enqueue([frames], [channel], target, stream=True)
+        (task_id,) = self._enqueue([frames], [channel], target, stream=True, inputs=inputs)
         return RemoteStream(channel, self._decoder, grant, stop)
+
+    def submit_with_inputs(self, frames: list[serialize.Frame], inputs: list[tuple[str, Any]]) -> Future[Any]:
+        """Queue a task whose input streams the worker pulls as it reads them (see
+        ``inputs``); like ``submit`` otherwise, except that it is never re-run."""
+        future: Future[Any] = Future()
+        (task_id,) = self._enqueue([frames], [future], None, stream=True, inputs=inputs)
+        self._future_ids[future] = task_id
+        future.add_done_callback(self._cancel_hook(task_id))
+        return future
+
+    def _start_feeder(self, task_id: int, completion: Completion, inputs: list[tuple[str, Any]]) -> None:
+        def send(slot: int, ended: bool, items: list[list[serialize.Frame]]) -> None:
+            self._on_io_thread(lambda: self._send_input(task_id, slot, ended, items))
+
+        def fail(error: BaseException) -> None:
+            _fail(completion, error)
+            self.abandon([task_id])
+
+        self._feeders[task_id] = Feeder(inputs, send, completion.done, fail)
+
+    def _send_input(self, task_id: int, slot: int, ended: bool, items: list[list[serialize.Frame]]) -> None:
+        with self._lock:
+            key = self._dispatcher.holder(task_id)
+        if key is None:
+            return  # over (or taken back): nobody reads these
+        worker = self._worker(key)
+        if worker.socket is not None:
+            head = wire.pack_input(task_id, slot, ended, [len(item) for item in items])
+            wire.send_frames(worker.socket, [head, *(frame for item in items for frame in item)])
 
     def stream_on_all(self, frames: list[serialize.Frame]) -> list[RemoteStream[Any]]:
         """A generator task on every worker (``@``): one stream each, in node, then worker
@@ -332,6 +364,10 @@ class PoolClient:
     def _forget(self, task_id: int) -> None:
         self._completions.pop(task_id, None)
         self._payloads.pop(task_id, None)
+        if self._feeders:
+            feeder = self._feeders.pop(task_id, None)
+            if feeder is not None:
+                feeder.stop()
 
     def _enqueue(
         self,
@@ -339,6 +375,7 @@ class PoolClient:
         completions: Sequence[Completion],
         target: WorkerKey | None,
         stream: bool = False,
+        inputs: list[tuple[str, Any]] | None = None,
     ) -> list[int]:
         ids: list[int] = []
         refused: list[tuple[Completion, str]] = []
@@ -355,6 +392,8 @@ class PoolClient:
                     continue
                 self._completions[task_id] = completion
                 self._payloads[task_id] = frames
+                if inputs:
+                    self._start_feeder(task_id, completion, inputs)
             wake = not self._wake_pending
             self._wake_pending = True
         for completion, problem in refused:
@@ -629,6 +668,11 @@ class PoolClient:
             for task_id, status, count, seconds in entries:
                 payload = frames[offset : offset + count]
                 offset += count
+                if status == wire.Status.WANT:  # the task reads an input stream
+                    feeder = self._feeders.get(task_id)
+                    if feeder is not None and payload:
+                        feeder.want(*wire.unpack_want(payload[0].bytes))
+                    continue
                 if status == wire.Status.ITEM:  # a stream goes on: no bookkeeping
                     completion = self._completions.get(task_id)
                     if completion is not None:
@@ -643,6 +687,10 @@ class PoolClient:
                     dispatcher.completed(worker.key, task_id, seconds, now)
                     completion = self._completions.pop(task_id, None)  # the first result wins
                     self._payloads.pop(task_id, None)
+                    if self._feeders:
+                        feeder = self._feeders.pop(task_id, None)
+                        if feeder is not None:
+                            feeder.stop()
                 if completion is not None:
                     done.append((completion, status, payload))
         node = worker.key[0]

@@ -14,6 +14,10 @@ Data plane, client <-> worker, direct (one hop: no relay through the agent):
                                   began (or finished) answers with its result as usual,
                                   except a stream: the worker closes its generator (its
                                   ``finally`` runs) and answers RECALLED
+    INPUT    [P+meta, *frames]    items of an input stream the worker asked for: meta is
+                                  (task_id, slot, ended, item count), then each item's
+                                  frame count; a task's WANT result (frame: slot, n) asks
+                                  for n more (see ``inputs``)
     CREDIT   [K+(id, n)]          the client read n more values of stream ``id``: the
                                   worker may send n more (a stream is a task with many
                                   results: ITEM per yielded value, then OK or RAISED)
@@ -52,6 +56,7 @@ READY = b"W"
 CLUSTER = b"C"
 RECALL = b"X"
 CREDIT = b"K"
+INPUT = b"P"
 
 
 class Status(IntEnum):
@@ -59,6 +64,7 @@ class Status(IntEnum):
     RAISED = 1  # frames: the pickled (exception, remote traceback text)
     RECALLED = 2  # no frames: the worker dropped the task before it began (answer to RECALL)
     ITEM = 3  # frames: one value a stream's generator yielded; the task goes on
+    WANT = 4  # one frame (slot, count): the task wants more items of an input stream
 
 
 _COUNT = struct.Struct("!I")
@@ -66,6 +72,7 @@ _TASK = struct.Struct("!QII")
 _RESULT = struct.Struct("!QBIf")
 _ID = struct.Struct("!Q")
 _CREDIT = struct.Struct("!QI")
+_INPUT = struct.Struct("!QIBI")
 
 
 _FN_LEN = struct.Struct("!I")
@@ -116,6 +123,26 @@ def pack_credit(task_id: int, count: int) -> bytes:
 def unpack_credit(raw: Any) -> tuple[int, int]:
     task_id, count = _CREDIT.unpack_from(bytes(raw), 1)
     return task_id, count
+
+
+def pack_want(slot: int, count: int) -> bytes:
+    return _CREDIT.pack(slot, count)
+
+
+def unpack_want(raw: Any) -> tuple[int, int]:
+    slot, count = _CREDIT.unpack_from(bytes(raw))
+    return slot, count
+
+
+def pack_input(task_id: int, slot: int, ended: bool, frame_counts: Sequence[int]) -> bytes:
+    return INPUT + _INPUT.pack(task_id, slot, ended, len(frame_counts)) + b"".join(_COUNT.pack(n) for n in frame_counts)
+
+
+def unpack_input(raw: Any) -> tuple[int, int, bool, list[int]]:
+    data = bytes(raw)
+    task_id, slot, ended, count = _INPUT.unpack_from(data, 1)
+    start = 1 + _INPUT.size
+    return task_id, slot, bool(ended), [_COUNT.unpack_from(data, start + i * _COUNT.size)[0] for i in range(count)]
 
 
 def encode_task(fn_key: bytes, fn_bytes: bytes, arguments: Sequence[Any]) -> list[Any]:
