@@ -516,6 +516,11 @@ class ComputePool:
         running once the task was sent to a worker; ``cancel()`` before that succeeds and
         the task never starts, after it returns False (``wait``, ``as_completed`` and
         ``set_running_or_notify_cancel`` behave as for the standard executors)."""
+        if isinstance(pending, PendingCompute) and pending.is_stream:
+            raise ConfigurationError(
+                f"pool.submit({pending.name}(...)): a generator function streams its values; "
+                "iterate `computation >> pool` or pool.stream(computation) instead of a Future"
+            )
         client = self._require_client()
         inputs: list[tuple[str, Any]] = []
         payload = self._payload(pending, {}, inputs)
