@@ -1,6 +1,7 @@
 """A generator function streams: ``gen() >> pool`` yields each value as the worker
 yields it, a bounded window ahead of the loop. Breaking out of the loop stops the
-generator on the worker (its ``finally`` runs there) and frees the worker.
+generator on the worker (its ``finally`` runs there) and frees the worker. The other way,
+an argument annotated ``Iterator[T]`` is pulled by the worker as it reads it.
 
 Run it with:  .venv/bin/python examples/23_streaming.py
 """
@@ -33,6 +34,12 @@ def squares(n: int) -> Iterator[int]:
         yield i * i
 
 
+@sky.compute
+def checksums(chunks: Iterator[bytes]) -> Iterator[int]:
+    for chunk in chunks:  # each chunk comes from the client as this loop asks for it
+        yield sum(chunk[::4096])
+
+
 def main() -> None:
     with sky.ComputePool(provider=provider()) as pool:
         started = time.monotonic()
@@ -43,6 +50,10 @@ def main() -> None:
         total = sum(squares(100_000) >> pool)  # 100,000 values, never all held at once
         print(f"sum of squares: {total}")
         assert total == sum(i * i for i in range(100_000))
+        chunks = (bytes([i % 256]) * 1_000_000 for i in range(300))  # 300 MB, never all in memory
+        sums = list(checksums(chunks) >> pool)
+        print(f"{len(sums)} chunks checked on the worker")
+        assert sums == [(i % 256) * 245 for i in range(300)]
 
 
 if __name__ == "__main__":

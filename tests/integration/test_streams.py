@@ -147,6 +147,8 @@ def test_a_stream_window_must_be_positive(pool: sky.ComputePool) -> None:
         pool.stream(small(1), window=0)
     with pytest.raises(ConfigurationError, match="generator"):
         pool.stream(worker_index(), window=4)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="streams its values"):
+        pool.submit(small(1))
 
 
 def test_a_worker_killed_mid_stream_raises_worker_died_at_the_next_value(pool: sky.ComputePool) -> None:
