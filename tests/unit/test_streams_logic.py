@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skyward.errors import ConfigurationError
-from skyward.transport import serialize
+from skyward.transport import serialize, wire
 from skyward.transport.inputs import InputRef, split_inputs, stream_parameters
 from skyward.transport.results import ResultDecoder
 from skyward.transport.stream import RemoteStream, StreamChannel
@@ -21,18 +21,24 @@ from skyward.transport.stream import RemoteStream, StreamChannel
 class _Worker:
     """Plays the worker: sends a value whenever it holds credit."""
 
-    def __init__(self, channel: StreamChannel, length: int) -> None:
+    def __init__(self, channel: StreamChannel, length: int, pack: int = 1) -> None:
         self.channel = channel
         self.length = length
+        self.pack = pack  # values per message: 1 as ITEM, more packed as ITEMS
         self.credit = channel.window
         self.sent = 0
         self.stops = 0
 
     def pump(self) -> None:
         while self.credit > 0 and self.sent < self.length:
-            self.channel.item(serialize.dumps(self.sent), 0)
-            self.sent += 1
-            self.credit -= 1
+            count = min(self.pack, self.credit, self.length - self.sent)
+            if count == 1:
+                self.channel.item(serialize.dumps(self.sent), 0)
+            else:
+                values = range(self.sent, self.sent + count)
+                self.channel.item([wire.pack_values([serialize.dumps_value(v)[0] for v in values])], 0, True)  # type: ignore[list-item]
+            self.sent += count
+            self.credit -= count
         if self.sent == self.length:
             self.channel.set_result(None)
 
@@ -44,12 +50,17 @@ class _Worker:
         self.stops += 1
 
 
-@given(length=st.integers(0, 300), window=st.integers(1, 50), stop=st.none() | st.integers(0, 300))
+@given(
+    length=st.integers(0, 300),
+    window=st.integers(1, 50),
+    stop=st.none() | st.integers(0, 300),
+    pack=st.integers(1, 8),
+)
 def test_a_reader_never_holds_more_than_a_window_and_gets_every_value_in_order(
-    length: int, window: int, stop: int | None
+    length: int, window: int, stop: int | None, pack: int
 ) -> None:
     channel = StreamChannel(window, None)
-    worker = _Worker(channel, length)
+    worker = _Worker(channel, length, pack)
     stream: RemoteStream[int] = RemoteStream(channel, ResultDecoder(), worker.grant, worker.stop)
     worker.pump()
     seen: list[int] = []

@@ -34,18 +34,38 @@ _CLUSTER_WAIT_SECONDS = 30.0  # the pool sends it right after connecting
 
 
 class _StreamOutput:
-    """Values of the running stream not yet sent (one RESULTS message's worth)."""
+    """Results of the running stream not yet sent (one RESULTS message's worth). Small
+    values (one frame) are packed into one ITEMS frame; others travel as ITEM."""
 
-    __slots__ = ("client", "done", "frames")
+    __slots__ = ("client", "done", "frames", "packed", "task_id")
+
+    _PACK_MAX = 64 * 1024  # a value this large keeps its own frame
 
     def __init__(self) -> None:
         self.client = b""
+        self.task_id = 0
         self.done: list[tuple[int, wire.Status, int, float]] = []
         self.frames: list[serialize.Frame] = []
+        self.packed: list[bytes] = []
+
+    def value(self, task_id: int, frames: list[serialize.Frame]) -> None:
+        if len(frames) == 1 and isinstance(frames[0], bytes) and len(frames[0]) < self._PACK_MAX:
+            self.task_id = task_id
+            self.packed.append(frames[0])
+        else:
+            self.add(task_id, wire.Status.ITEM, frames, 0.0)
 
     def add(self, task_id: int, status: wire.Status, frames: list[serialize.Frame], seconds: float) -> None:
+        self.seal()
         self.done.append((task_id, status, len(frames), seconds))
         self.frames.extend(frames)
+
+    def seal(self) -> None:
+        """Close the pack of small values (in order, before what comes next)."""
+        if self.packed:
+            self.done.append((self.task_id, wire.Status.ITEMS, 1, 0.0))
+            self.frames.append(wire.pack_values(self.packed))
+            self.packed = []
 
 
 def _die_with_parent() -> None:
@@ -425,13 +445,13 @@ class Worker:
             finally:
                 self.watch.task_ends()
             try:
-                frames = serialize.dumps_result(value)
+                frames = serialize.dumps_value(value)  # now: the generator may change it next
             except Exception as exc:
                 error = TypeError(f"a value the stream yielded cannot be pickled: {exc}")
                 generator.close()
                 final = (wire.Status.RAISED, _encode_exception(error))
                 break
-            out.add(task_id, wire.Status.ITEM, frames, 0.0)
+            out.value(task_id, frames)
             self.stream_credit -= 1
             if int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 self._receive()
@@ -463,6 +483,7 @@ class Worker:
         """Send the stream's waiting values (main thread between steps, or the watch
         thread while a step runs long: whoever holds the socket)."""
         out = self.stream_out
+        out.seal()
         if out.done:
             self._send(out.client, out.done, out.frames)
             out.done, out.frames = [], []

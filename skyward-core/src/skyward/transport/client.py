@@ -673,7 +673,7 @@ class PoolClient:
                     if feeder is not None and payload:
                         feeder.want(*wire.unpack_want(payload[0].bytes))
                     continue
-                if status == wire.Status.ITEM:  # a stream goes on: no bookkeeping
+                if status in (wire.Status.ITEM, wire.Status.ITEMS):  # a stream goes on
                     completion = self._completions.get(task_id)
                     if completion is not None:
                         done.append((completion, status, payload))
@@ -697,9 +697,9 @@ class PoolClient:
         for completion, status, payload in done:
             if completion.done():
                 continue
-            if status == wire.Status.ITEM:
+            if status in (wire.Status.ITEM, wire.Status.ITEMS):
                 if isinstance(completion, StreamChannel):
-                    completion.item(payload, node)
+                    completion.item(payload, node, status == wire.Status.ITEMS)
                 continue
             if status == wire.Status.RECALLED:
                 _fail(completion, AbandonedError("the task was abandoned before it began: it never ran"))

@@ -23,9 +23,11 @@ from skyward.transport.results import ResultDecoder
 
 T = TypeVar("T")
 
-# Values a worker may send ahead of the reader. 64: 1,000,000 values of a few bytes
-# stream at the same rate with 64 as with 1024 on this machine (the cost is pickling,
-# per value), while the client never holds more than 64 of them.
+# Values a worker may send ahead of the reader. 64 keeps what the client holds small
+# whatever a value's size, and a larger window bought nothing measurable: 300,000 ints
+# through one Local worker ran at 58k-146k values/s with 64 and 78k-96k with 1024 (two
+# runs each, alternating, on this shared 2-core machine; /tmp/measure_window.py in the
+# closing note of issue 19), the cost being per value (pickling, decoding), not waiting.
 STREAM_WINDOW = 64
 
 
@@ -38,18 +40,19 @@ class StreamChannel:
         if window < 1:
             raise ValueError(f"a stream's window must be at least 1, got {window}")
         self.window = window
-        self.items: deque[tuple[Sequence[Any], int] | None] = deque()  # None: the end
+        # (frames, node, packed: several small values in one frame); None: the end
+        self.items: deque[tuple[Sequence[Any], int, bool] | None] = deque()
         self.error: BaseException | None = None
         self.ended = False  # the worker said the stream is over (or it failed)
         self.closed = False  # the reader wants no more
         self.changed = threading.Condition(threading.Lock())
         self._on_finish = on_finish
 
-    def item(self, frames: Sequence[Any], node: int) -> None:
+    def item(self, frames: Sequence[Any], node: int, packed: bool = False) -> None:
         with self.changed:
             if self.closed or self.ended:
                 return
-            self.items.append((frames, node))
+            self.items.append((frames, node, packed))
             self.changed.notify()
 
     def _end(self, error: BaseException | None) -> None:
@@ -102,6 +105,7 @@ class RemoteStream(Iterator[T], Generic[T]):
         self._grant = grant  # the client sends CREDIT for this many more values
         self._stop = stop  # the client drops or recalls the task
         self._read = 0  # values handed out since the last grant
+        self._unpacked: deque[tuple[Any, int]] = deque()  # small values of a packed frame, not yet read
         self._finished = False
 
     @property
@@ -113,6 +117,9 @@ class RemoteStream(Iterator[T], Generic[T]):
 
     def __next__(self) -> T:
         channel = self._channel
+        if self._unpacked and not channel.closed:
+            return self._value(*self._unpacked.popleft())
+        self._unpacked.clear()
         with channel.changed:
             while not channel.items and not channel.closed:
                 channel.changed.wait()
@@ -125,12 +132,21 @@ class RemoteStream(Iterator[T], Generic[T]):
                 error, channel.error = channel.error, None
                 raise error
             raise StopIteration
-        frames, node = entry
+        frames, node, packed = entry
+        if not packed:
+            return self._value(frames, node)
+        first, *rest = wire.unpack_values(frames[0])
+        self._unpacked.extend((raw, node) for raw in rest)
+        return self._value(first, node)
+
+    def _value(self, frames: Any, node: int) -> T:
+        """Decode one value (a list of frames, or one packed pickle) and grant the worker
+        more once half the window has been read."""
         self._read += 1
-        if self._read * 2 >= channel.window:
+        if self._read * 2 >= self._channel.window:
             self._grant(self._read)
             self._read = 0
-        value: T = self._decoder.value(wire.Status.OK, frames, node)
+        value: T = self._decoder.value(wire.Status.OK, frames if isinstance(frames, list) else [frames], node)
         return value
 
     def close(self) -> None:
