@@ -24,10 +24,9 @@ from skyward.transport.results import ResultDecoder
 T = TypeVar("T")
 
 # Values a worker may send ahead of the reader. 64 keeps what the client holds small
-# whatever a value's size, and a larger window bought nothing measurable: 300,000 ints
-# through one Local worker ran at 58k-146k values/s with 64 and 78k-96k with 1024 (two
-# runs each, alternating, on this shared 2-core machine; /tmp/measure_window.py in the
-# closing note of issue 19), the cost being per value (pickling, decoding), not waiting.
+# whatever a value's size; a window of 1024 bought 1.11x (bench/bench_streams.py, 5
+# alternating rounds of 300,000 ints on one Local worker: 89,605 against 99,895 values/s
+# medians, this shared 2-core machine), the cost being per value, not waiting for credit.
 STREAM_WINDOW = 64
 
 
