@@ -579,7 +579,10 @@ class ComputePool:
         functions: dict[int, tuple[bytes, bytes]] = {}
         payloads = [self._payload(p, functions) for p in batch.items]
         self._progress.add(len(payloads))
-        streams = [p.is_stream for p in batch.items]
+        kinds: dict[int, bool] = {}  # per function: is_stream inspects its code
+        streams = [
+            kinds[id(p.fn)] if id(p.fn) in kinds else kinds.setdefault(id(p.fn), p.is_stream) for p in batch.items
+        ]
         if not any(streams):
             return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
         # generators: an iterator each, in order (they queue like tasks: with more of them

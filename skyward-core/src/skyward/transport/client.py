@@ -52,6 +52,9 @@ __all__ = [
 MessageHandler = Callable[[int, bytes, Any], None]
 
 _PING_INTERVAL = 1.0
+# statuses up to this one end a task (OK, RAISED, RECALLED); later ones (ITEM, WANT,
+# ITEMS) come while it runs: one comparison keeps plain results on their quick path
+_LAST_FINAL = wire.Status.RECALLED
 _KNOWN_FUNCTIONS = 32  # fewer than the worker's cache (64): what we skip re-sending is still there
 
 
@@ -668,12 +671,12 @@ class PoolClient:
             for task_id, status, count, seconds in entries:
                 payload = frames[offset : offset + count]
                 offset += count
-                if status == wire.Status.WANT:  # the task reads an input stream
-                    feeder = self._feeders.get(task_id)
-                    if feeder is not None and payload:
-                        feeder.want(*wire.unpack_want(payload[0].bytes))
-                    continue
-                if status in (wire.Status.ITEM, wire.Status.ITEMS):  # a stream goes on
+                if status > _LAST_FINAL:  # a stream's value or an input stream's WANT: it goes on
+                    if status == wire.Status.WANT:
+                        feeder = self._feeders.get(task_id)
+                        if feeder is not None and payload:
+                            feeder.want(*wire.unpack_want(payload[0].bytes))
+                        continue
                     completion = self._completions.get(task_id)
                     if completion is not None:
                         done.append((completion, status, payload))
@@ -697,7 +700,7 @@ class PoolClient:
         for completion, status, payload in done:
             if completion.done():
                 continue
-            if status in (wire.Status.ITEM, wire.Status.ITEMS):
+            if status > _LAST_FINAL:
                 if isinstance(completion, StreamChannel):
                     completion.item(payload, node, status == wire.Status.ITEMS)
                 continue
