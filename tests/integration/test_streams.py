@@ -272,6 +272,20 @@ def test_a_failing_client_iterable_fails_the_task_with_its_own_exception(pool: s
     with pytest.raises(KeyError, match="the source broke"):
         total(broken()) >> pool
     assert worker_index() >> pool == 0
+    assert pool.submit(total(iter(range(10)))).result() == 45  # a Future, fed the same way
+
+
+def test_the_pools_timeout_ends_a_task_waiting_for_input() -> None:
+    def slow() -> Iterator[int]:
+        yield 1
+        time.sleep(3600)  # the client's source stalls: the worker waits for its next item
+        yield 2
+
+    with sky.ComputePool(timeout=3, display="quiet") as short:
+        started = time.monotonic()
+        with pytest.raises(PoolTimeoutError):
+            total(slow()) >> short
+        assert time.monotonic() - started < 30
 
 
 def test_an_input_stream_that_is_not_iterable_is_refused_before_anything_is_sent(pool: sky.ComputePool) -> None:
