@@ -70,3 +70,4 @@ def check_streams(pool: sky.ComputePool) -> None:
     assert_type(words(3) >> pool, Iterator[str])
     for value in counts(3) >> pool:
         assert_type(value, int)
+    assert_type(sky.gather(counts(1), counts(2)) >> pool, tuple[Iterator[int], ...])

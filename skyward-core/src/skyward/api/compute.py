@@ -179,9 +179,29 @@ class PendingBatch8(PendingBatch[Any], Generic[A, B, C, D, E, F, G, H]):
         raise ConfigurationError("a chain with & holds at most 8 computations; use gather(*computations) for more")
 
 
-def gather(*computations: PendingCompute[R]) -> PendingBatch[R]:
-    """Group any number of computations; ``gather(...) >> pool`` returns results in order."""
-    return PendingBatch(tuple(_check_pending(c) for c in computations))
+@dataclass(frozen=True, slots=True)
+class PendingStreams(PendingBatch[Any], Generic[T]):
+    """``gather`` of generator computations: ``>> pool`` gives an iterator each, in order."""
+
+    def __rshift__(self, pool: Executor) -> tuple[Iterator[T], ...]:
+        return pool.run_batch(self)
+
+
+@overload
+def gather(*computations: PendingCompute[Generator[T, Any, Any]]) -> PendingStreams[T]: ...
+
+
+@overload
+def gather(*computations: PendingCompute[R]) -> PendingBatch[R]: ...
+
+
+def gather(*computations: PendingCompute[Any]) -> PendingBatch[Any]:
+    """Group any number of computations; ``gather(...) >> pool`` returns results in order
+    (an iterator for each generator's computation)."""
+    items = tuple(_check_pending(c) for c in computations)
+    if items and all(c.is_stream for c in items):
+        return PendingStreams(items)
+    return PendingBatch(items)
 
 
 class ComputeFunction(Generic[P, R]):
