@@ -293,3 +293,16 @@ def test_an_input_stream_that_is_not_iterable_is_refused_before_anything_is_sent
         total(5) >> pool  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="input stream"):
         total(iter([1])) @ pool
+
+
+@sky.compute
+def my_slot(count: int) -> Iterator[tuple[int, int]]:
+    info = sky.instance_info()
+    for index in range(count):
+        yield info.node * 10 + info.worker, index
+
+
+def test_broadcast_streams_one_iterator_per_worker_in_node_then_worker_order() -> None:
+    with sky.ComputePool(nodes=2, concurrency=2, display="quiet") as wide:
+        streams = my_slot(3) @ wide
+        assert [list(s) for s in streams] == [[(slot, i) for i in range(3)] for slot in (0, 1, 10, 11)]
