@@ -16,7 +16,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -52,9 +52,11 @@ from skyward.providers.protocol import (
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
+from skyward.transport.inputs import split_inputs
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
+from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 
 T = TypeVar("T")
 
@@ -680,8 +682,14 @@ class ComputePool:
         return self._client
 
     def _payload(
-        self, pending: PendingCompute[Any], functions: dict[int, tuple[bytes, bytes]]
+        self,
+        pending: PendingCompute[Any],
+        functions: dict[int, tuple[bytes, bytes]],
+        inputs: list[tuple[str, Any]] | None = None,
     ) -> list[serialize.Frame]:
+        """The task's frames. Arguments for parameters annotated ``Iterator[T]`` or
+        ``Iterable[T]`` are input streams: they go to ``inputs`` (the worker pulls them
+        as it reads them); where ``inputs`` is None (``@``, ``gather``), they are refused."""
         if not isinstance(pending, PendingCompute):
             raise ConfigurationError(
                 f"a pool runs computations (the result of calling a @compute function), got {pending!r}"
@@ -690,7 +698,15 @@ class ComputePool:
         if key_raw is None:
             key_raw = self._fn_pickles.get(pending.fn)
             functions[id(pending.fn)] = key_raw
-        return [*key_raw, *serialize.dumps_arguments(pending.fn, pending.args, pending.kwargs)]
+        args, kwargs, streams = split_inputs(pending.fn, pending.args, pending.kwargs)
+        if streams:
+            if inputs is None:
+                raise ConfigurationError(
+                    f"argument {streams[0][0]!r} of {pending.name} is an input stream (annotated Iterator/Iterable): "
+                    "it streams to one worker, so run it with >>, pool.submit or pool.stream, not @, & or gather"
+                )
+            inputs.extend(streams)
+        return [*key_raw, *serialize.dumps_arguments(pending.fn, args, kwargs)]
 
     def _emit_progress(self, done: int, submitted: int, failed: int) -> None:
         from skyward.events import TaskProgress
@@ -702,8 +718,15 @@ class ComputePool:
         running once the task was sent to a worker; ``cancel()`` before that succeeds and
         the task never starts, after it returns False (``wait``, ``as_completed`` and
         ``set_running_or_notify_cancel`` behave as for the standard executors)."""
+        if isinstance(pending, PendingCompute) and pending.is_stream:
+            raise ConfigurationError(
+                f"pool.submit({pending.name}(...)): a generator function streams its values; "
+                "iterate `computation >> pool` or pool.stream(computation) instead of a Future"
+            )
         client = self._require_client()
-        future = client.submit(self._payload(pending, {}))
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
+        future = client.submit_with_inputs(payload, inputs) if inputs else client.submit(payload)
         self._progress.track(future)
         return future
 
@@ -714,17 +737,42 @@ class ComputePool:
         self._require_client().abandon_futures(futures)
 
     def run(self, pending: PendingCompute[T]) -> T:
-        """Run on the first available worker and return its result (``pending >> pool``)."""
+        """Run on the first available worker and return its result (``pending >> pool``).
+        A generator function returns an iterator over what it yields (see ``stream``)."""
+        if pending.is_stream:
+            return self.stream(pending)  # type: ignore[arg-type,return-value]
         client = self._require_client()
-        payload = self._payload(pending, {})
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
         self._progress.add(1)
         try:
-            result = client.run(payload)
+            result = client.run(payload) if not inputs else client.submit_with_inputs(payload, inputs).result()
         except BaseException:
             self._progress.finished(failed=True)
             raise
         self._progress.finished(failed=False)
         return result  # type: ignore[no-any-return]
+
+    def stream(
+        self,
+        pending: PendingCompute[Generator[T, Any, Any]] | PendingCompute[Iterator[T]],
+        window: int = STREAM_WINDOW,
+    ) -> RemoteStream[T]:
+        """Run a generator function on one worker: an iterator over what it yields, as it
+        yields it (``pending >> pool`` with the default ``window``). The worker sends at
+        most ``window`` values ahead of your loop, then waits; ``close()`` (or dropping
+        the iterator, as ``break`` does) stops the generator there, running its ``finally``."""
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ConfigurationError(f"ComputePool.stream(window={window!r}): must be an int >= 1")
+        if not isinstance(pending, PendingCompute) or not pending.is_stream:
+            raise ConfigurationError(
+                f"ComputePool.stream needs a computation of a generator function (def with yield), got {pending!r}"
+            )
+        client = self._require_client()
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
+        self._progress.add(1)
+        return client.stream(payload, window=window, on_finish=self._progress.finished, inputs=inputs or None)
 
     def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
         """Run every computation of the batch in parallel; results in order. The first
@@ -733,7 +781,26 @@ class ComputePool:
         functions: dict[int, tuple[bytes, bytes]] = {}
         payloads = [self._payload(p, functions) for p in batch.items]
         self._progress.add(len(payloads))
-        return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
+        kinds: dict[int, bool] = {}  # per function: is_stream inspects its code
+        streams = [
+            kinds[id(p.fn)] if id(p.fn) in kinds else kinds.setdefault(id(p.fn), p.is_stream) for p in batch.items
+        ]
+        if not any(streams):
+            return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
+        # generators: an iterator each, in order (they queue like tasks: with more of them
+        # than workers, the later ones start as the earlier ones end)
+        started: list[Any] = []
+        try:
+            for payload, stream in zip(payloads, streams, strict=True):
+                started.append(client.stream(payload, on_finish=self._progress.finished) if stream else None)
+            plain = [p for p, s in zip(payloads, streams, strict=True) if not s]
+            values = iter(client.submit_batch(plain, on_finish=self._progress.finished).wait())
+        except BaseException:
+            for it in started:
+                if it is not None:
+                    it.close()
+            raise
+        return tuple(it if it is not None else next(values) for it in started)
 
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
         """Run on every worker of every node (``pending @ pool``); one result per worker,
@@ -742,6 +809,8 @@ class ComputePool:
         client = self._require_client()
         payload = self._payload(pending, {})
         expected = len(self._nodes) * self.spec.workers_per_node
+        if pending.is_stream:
+            return tuple(client.stream_on_all(payload))  # type: ignore[arg-type]
         self._progress.add(expected)
         try:
             results = client.run_on_all(payload)
