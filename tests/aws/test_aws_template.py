@@ -135,7 +135,7 @@ def test_one_round_tries_every_zone_from_the_nodes_own_and_says_capacity_when_al
     assert instance == {"InstanceId": "i-a"}
     assert (zone, run.tried) == ("a", ["b", "c", "a"])  # node 1 starts at the second zone
     run = _refusing(dict.fromkeys(zones, "InsufficientInstanceCapacity"))
-    with pytest.raises(CapacityError, match="over 3 zones") as raised:
+    with pytest.raises(CapacityError, match="node 0: no spot capacity over 3 zones") as raised:
         launch_in_zones(0, Market.SPOT, zones, run)
     assert (raised.value.node, raised.value.market) == (0, "spot")
     run = _refusing({"a": "InvalidParameterCombination"})

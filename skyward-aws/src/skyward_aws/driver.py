@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from skyward.api.spec import PoolSpec
-from skyward.errors import CapacityError, ConfigurationError, ProvisioningError, SkywardError
+from skyward.errors import CapacityError, NoOfferError, ProvisioningError, SkywardError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
 from skyward.providers.protocol import EventSink, NodeHandle
@@ -210,7 +210,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
         )
         chosen = offers.choose(found, request, current_catalog())
         if not chosen.zones:
-            raise ConfigurationError(
+            raise NoOfferError(
                 f"{chosen.name} is not offered in any zone of {self.config.region} where the pool has a subnet"
             )
         if wants_spot(self.strategy(spec)) and chosen.supports_spot:
@@ -354,18 +354,15 @@ class AWSDriver(SpotCloudProvider[AWS]):
         if isinstance(error, ClientError | BotoCoreError):
             error = explain(error, f"launching pool {self._pool_id}")
         if isinstance(error, CapacityError) and error.node is not None and error.node < len(self._plans):
-            plan = self._plans[error.node]
             if market is Market.SPOT:
-                tries = plan.retries + 1
-                error = ProvisioningError(
-                    f"node {error.node}: no spot capacity after {tries} round{'s' if tries > 1 else ''} {error}. "
-                    "Try again later, another instance type or region, or spot='if-available' to fall back to "
-                    "on-demand"
+                tries = self._plans[error.node].retries + 1
+                advice = (
+                    f" in each of {tries} round{'s' if tries > 1 else ''}. Try again later, another instance type or "
+                    "region, or spot='if-available' to fall back to on-demand"
                 )
             else:
-                error = ProvisioningError(
-                    f"node {error.node}: no on-demand capacity {error}; try another instance type or region"
-                )
+                advice = "; try another instance type or region"
+            error = CapacityError(f"{error}{advice}", node=error.node, market=error.market)
         return super().explain_create_failure(error, market, created, total)
 
     def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from skyward.errors import CapacityError, ProvisioningError
+from skyward.errors import CapacityError, ProvisioningError, QuotaError
 from skyward.spot import Market
 
 
@@ -46,6 +46,9 @@ _CAPACITY = {
     "InsufficientFreeAddressesInSubnet",
 }
 _ZONE = {"Unsupported", "InvalidAvailabilityZone"}
+QUOTA_CODES = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded"})
+"""EC2 errors that say the account's limit is reached: no zone of this region helps (the
+limit is per region), another region or provider may."""
 
 
 def classify(code: str, message: str) -> Refusal:
@@ -143,9 +146,15 @@ def launch_in_zones(
             if kind is Refusal.PROPAGATING and time.monotonic() < propagation_deadline:
                 sleep(3.0)  # IAM is eventually consistent: a new profile takes seconds to appear
                 continue
+            if code in QUOTA_CODES:
+                raise QuotaError(f"node {node}: EC2 refused to launch it: {code}: {message}") from error
             if kind in (Refusal.FATAL, Refusal.PROPAGATING):
                 raise ProvisioningError(f"node {node}: EC2 refused to launch it: {code}: {message}") from error
             refusals.append(f"{zone}: {code}")
         index += 1
     plural = "s" if len(order) > 1 else ""
-    raise CapacityError(f"over {len(order)} zone{plural} ({'; '.join(refusals)})", node=node, market=market.value)
+    raise CapacityError(
+        f"node {node}: no {market.value} capacity over {len(order)} zone{plural} ({'; '.join(refusals)})",
+        node=node,
+        market=market.value,
+    )

@@ -13,15 +13,17 @@ import urllib.request
 from skyward.errors import ConfigurationError, ProvisioningError
 
 
-def parse_client_address(value: str, what: str) -> ipaddress.IPv4Address:
+def parse_client_address(value: object, what: str) -> ipaddress.IPv4Address:
     """``value`` as one IPv4 host address; a ConfigurationError naming ``what`` otherwise.
 
     IPv4 only: nodes are reached at their public IPv4 address, so the client's traffic to
-    them leaves from its IPv4 address.
+    them leaves from its IPv4 address. Only text is read: ``ipaddress`` would take the
+    integer ``1`` as ``0.0.0.1``.
     """
-    text = value.strip() if isinstance(value, str) else value
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
     try:
-        address = ipaddress.ip_address(text)
+        address = ipaddress.ip_address(value.strip())
     except ValueError:
         raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
     if not isinstance(address, ipaddress.IPv4Address):

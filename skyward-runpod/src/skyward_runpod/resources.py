@@ -1,0 +1,71 @@
+"""What Skyward pools left on RunPod, for the ``skyward`` command and the pool-start
+sweep: pods named ``skyward-<pool>-<expiry>-<node>`` (RunPod has no tags; the name is the
+mark). Nothing else is made there (no keys, no volumes, no firewalls)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from skyward.cli.model import INSTANCE, Removal, Resource
+from skyward.providers.cloud.http import APIError
+from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
+from skyward_runpod.api import RunPodAPI
+
+PROVIDER = "runpod"
+
+
+def resource_of(raw: dict[str, Any]) -> Resource | None:
+    mark = parse_pool_label(str(raw.get("name") or ""))
+    if mark is None or raw.get("desiredStatus") == "TERMINATED":
+        return None
+    price = raw.get("costPerHr")
+    return Resource(
+        provider=PROVIDER,
+        region="runpod",
+        pool_id=mark.pool_id,
+        kind=INSTANCE,
+        id=str(raw.get("id")),
+        state=str(raw.get("desiredStatus") or ""),
+        created=None,
+        expires_at=float(mark.expires),
+        hourly_price=float(price) if isinstance(price, int | float) else None,
+        name=str(raw.get("name")),
+        idle=raw.get("desiredStatus") == "EXITED",  # a stopped pod still bills its disk
+    )
+
+
+def list_all(api: RunPodAPI) -> list[Resource]:
+    return [r for r in (resource_of(raw) for raw in api.pods()) if r is not None]
+
+
+def delete_and_verify(api: RunPodAPI, resources: Sequence[Resource]) -> list[Removal]:
+    errors: dict[str, str] = {}
+    for resource in resources:
+        try:
+            api.terminate(resource.id)
+        except APIError as error:
+            errors[resource.id] = str(error)
+    left = {r.id for r in list_all(api)}
+    return [
+        Removal(r, False, errors.get(r.id, "still listed after the termination was asked for"))
+        if r.id in left
+        else Removal(r, True)
+        for r in resources
+    ]
+
+
+def reap_with(api: RunPodAPI, now: float, own_pool: str | None) -> list[str]:
+    """Terminate other pools' pods that are stopped or past their expiry; returns what was
+    done (and what failed), in words. One failed termination does not stop the rest."""
+    done = []
+    for item in list_all(api):
+        reason = reap_reason(parse_pool_label(item.name), item.idle, now, own_pool)
+        if reason is None:
+            continue
+        try:
+            api.terminate(item.id)
+            done.append(f"terminated RunPod pod {item.name} ({item.id}) left by an earlier pool: {reason}")
+        except APIError as error:
+            done.append(f"could not terminate RunPod pod {item.name} ({item.id}) left by an earlier pool: {error}")
+    return done

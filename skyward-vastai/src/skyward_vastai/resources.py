@@ -1,0 +1,75 @@
+"""What Skyward pools left on VastAI, for the ``skyward`` command and the pool-start
+sweep: instances carrying a ``skyward-<pool>-<expiry>-<node>`` label (VastAI has no tags;
+the label is the mark). Nothing else is made there (no keys, no firewalls)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from skyward.cli.model import INSTANCE, Removal, Resource
+from skyward.providers.cloud.http import APIError
+from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
+from skyward.providers.cloud.template import InstanceState
+from skyward_vastai.api import VastAPI
+
+PROVIDER = "vastai"
+
+
+def resource_of(raw: dict[str, Any]) -> Resource | None:
+    from skyward_vastai.driver import state_of
+
+    mark = parse_pool_label(str(raw.get("label") or ""))
+    if mark is None:
+        return None
+    price = raw.get("dph_total")
+    start = raw.get("start_date")
+    return Resource(
+        provider=PROVIDER,
+        region=str(raw.get("geolocation") or ""),
+        pool_id=mark.pool_id,
+        kind=INSTANCE,
+        id=str(raw.get("id")),
+        state=str(raw.get("actual_status") or ""),
+        created=float(start) if isinstance(start, int | float) else None,
+        expires_at=float(mark.expires),
+        hourly_price=float(price) if isinstance(price, int | float) else None,
+        name=str(raw.get("label")),
+        idle=state_of(raw, True) is InstanceState.STOPPED,  # stopped: its disk still bills
+    )
+
+
+def list_all(api: VastAPI) -> list[Resource]:
+    return [r for r in (resource_of(raw) for raw in api.instances()) if r is not None]
+
+
+def delete_and_verify(api: VastAPI, resources: Sequence[Resource]) -> list[Removal]:
+    errors: dict[str, str] = {}
+    for resource in resources:
+        try:
+            api.destroy(resource.id)
+        except APIError as error:
+            errors[resource.id] = str(error)
+    left = {r.id for r in list_all(api)}
+    return [
+        Removal(r, False, errors.get(r.id, "still listed after the destroy was asked for"))
+        if r.id in left
+        else Removal(r, True)
+        for r in resources
+    ]
+
+
+def reap_with(api: VastAPI, now: float, own_pool: str | None) -> list[str]:
+    """Destroy other pools' instances that are stopped or past their expiry; returns what
+    was done (and what failed), in words. One failed destroy does not stop the rest."""
+    done = []
+    for item in list_all(api):
+        reason = reap_reason(parse_pool_label(item.name), item.idle, now, own_pool)
+        if reason is None:
+            continue
+        try:
+            api.destroy(item.id)
+            done.append(f"destroyed VastAI instance {item.name} ({item.id}) left by an earlier pool: {reason}")
+        except APIError as error:
+            done.append(f"could not destroy VastAI instance {item.name} ({item.id}) left by an earlier pool: {error}")
+    return done
