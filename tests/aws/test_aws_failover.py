@@ -9,7 +9,7 @@ from lifecycle_support import lifecycle_problems
 import skyward as sky
 from skyward import events as ev
 
-from .conftest import CLIENT_CIDR, REGION, AwsWorld, Emulation
+from .conftest import CLIENT_ADDRESS, REGION, AwsWorld, Emulation
 from .faults import Params
 
 pytestmark = pytest.mark.cloud
@@ -32,7 +32,7 @@ def test_a_machine_ec2_refuses_hands_the_pool_to_the_next_candidate(
         return None
 
     aws.proxy.rules.append(refuse_gpus)
-    provider = sky.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
+    provider = sky.AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
     seen: list[object] = []
     candidates = [sky.Spec(provider=provider, accelerator="T4"), sky.Spec(provider=provider, machine="m5.large")]
     with sky.ComputePool(provider=candidates, nodes=2, spot="never", display="quiet", on_event=seen.append) as pool:
