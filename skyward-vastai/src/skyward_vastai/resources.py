@@ -9,7 +9,8 @@ from typing import Any
 
 from skyward.cli.model import INSTANCE, Removal, Resource
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
+from skyward.providers.cloud.marketplace import parse_pool_label
+from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals
 from skyward.providers.cloud.template import InstanceState
 from skyward_vastai.api import VastAPI
 
@@ -44,32 +45,13 @@ def list_all(api: VastAPI) -> list[Resource]:
 
 
 def delete_and_verify(api: VastAPI, resources: Sequence[Resource]) -> list[Removal]:
-    errors: dict[str, str] = {}
-    for resource in resources:
-        try:
-            api.destroy(resource.id)
-        except APIError as error:
-            errors[resource.id] = str(error)
-    left = {r.id for r in list_all(api)}
-    return [
-        Removal(r, False, errors.get(r.id, "still listed after the destroy was asked for"))
-        if r.id in left
-        else Removal(r, True)
-        for r in resources
-    ]
+    errors = delete_each(resources, lambda r: api.destroy(r.id), APIError)
+    return verified_removals(resources, list_all(api), errors, "still listed after the destroy was asked for")
 
 
 def reap_with(api: VastAPI, now: float, own_pool: str | None) -> list[str]:
     """Destroy other pools' instances that are stopped or past their expiry; returns what
     was done (and what failed), in words. One failed destroy does not stop the rest."""
-    done = []
-    for item in list_all(api):
-        reason = reap_reason(parse_pool_label(item.name), item.idle, now, own_pool)
-        if reason is None:
-            continue
-        try:
-            api.destroy(item.id)
-            done.append(f"destroyed VastAI instance {item.name} ({item.id}) left by an earlier pool: {reason}")
-        except APIError as error:
-            done.append(f"could not destroy VastAI instance {item.name} ({item.id}) left by an earlier pool: {error}")
-    return done
+    return reap_containers(
+        list_all(api), api.destroy, APIError, now, own_pool, thing="VastAI instance", verb="destroy", done="destroyed"
+    )
