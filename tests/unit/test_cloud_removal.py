@@ -69,3 +69,43 @@ def test_the_sweep_deletes_only_other_pools_stopped_or_expired_containers() -> N
     assert deleted == ["1", "3"]
     assert said[0].startswith("destroyed Fake box skyward-old-100000000-0 (1) left by an earlier pool: its pool old")
     assert said[1] == "could not destroy Fake box skyward-idle-9999999999-0 (3) left by an earlier pool: locked"
+
+
+def test_a_pools_members_are_the_containers_its_label_marks() -> None:
+    from skyward.providers.cloud.marketplace import pool_members
+
+    listing = [
+        {"id": 1, "name": "skyward-sky-1-100000000-0"},
+        {"id": 2, "name": "skyward-sky-2-100000000-0"},
+        {"id": 3, "name": None},
+        {"id": 4, "label": "skyward-sky-1-100000000-1"},
+    ]
+    assert pool_members(listing, "name", "sky-1") == ["1"]
+    assert pool_members(listing, "label", "sky-1") == ["4"]
+
+
+def test_a_sweep_that_cannot_list_is_a_notice_not_a_failure() -> None:
+    from skyward.events import Notice
+    from skyward.providers.cloud.removal import sweep_with_notices
+
+    seen: list[object] = []
+
+    def broken() -> list[str]:
+        raise Refused("HTTP 503")
+
+    sweep_with_notices(lambda: ["destroyed one"], seen.append, Refused, "boxes")
+    sweep_with_notices(broken, seen.append, Refused, "boxes")
+    assert seen == [
+        Notice(message="destroyed one"),
+        Notice(message="could not look for boxes earlier pools left behind: HTTP 503"),
+    ]
+
+
+def test_a_reapers_report_names_each_deletion_then_each_failure() -> None:
+    from skyward.providers.cloud.removal import sweep_messages
+
+    said = sweep_messages([(7, "skyward-a", "stopped")], ["firewall f1: busy"], "droplet")
+    assert said == [
+        "deleted droplet skyward-a (7) left by an earlier pool: stopped",
+        "could not delete a leftover of an earlier pool: firewall f1: busy",
+    ]

@@ -18,7 +18,8 @@ from typing import Any
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import parse_pool_label, pool_label, start_command_line
+from skyward.providers.cloud.marketplace import pool_label, pool_members, start_command_line
+from skyward.providers.cloud.removal import sweep_with_notices
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import (
     Instance,
@@ -92,14 +93,9 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
         return SpotNever()
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward.events import Notice
         from skyward_runpod.resources import reap_with
 
-        try:
-            for message in reap_with(self.api, self._clock(), spec.pool_id):
-                emit(Notice(message=message))
-        except APIError as error:  # a safety net, not a precondition of this pool
-            emit(Notice(message=f"could not look for pods earlier pools left behind: {error}"))
+        sweep_with_notices(lambda: reap_with(self.api, self._clock(), spec.pool_id), emit, APIError, "pods")
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         """The smallest GPU type that fits a node, cheapest among equals, in the chosen cloud."""
@@ -182,11 +178,7 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
             self.api.terminate(instance_id)
 
     def listed(self) -> list[str]:
-        return [
-            str(raw["id"])
-            for raw in self.api.pods()
-            if (mark := parse_pool_label(str(raw.get("name") or ""))) is not None and mark.pool_id == self._pool_id
-        ]
+        return pool_members(self.api.pods(), "name", self._pool_id)
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
         return f"terminate them with `runpodctl remove pod <id>` or `skyward down` ({', '.join(instance_ids)})"

@@ -19,10 +19,11 @@ from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import (
-    parse_pool_label,
     pool_label,
+    pool_members,
     start_command,
 )
+from skyward.providers.cloud.removal import sweep_with_notices
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import (
     Instance,
@@ -103,14 +104,9 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
     # -- prepare ------------------------------------------------------------------------
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward.events import Notice
         from skyward_vastai.resources import reap_with
 
-        try:
-            for message in reap_with(self.api, self._clock(), spec.pool_id):
-                emit(Notice(message=message))
-        except APIError as error:  # a safety net, not a precondition of this pool
-            emit(Notice(message=f"could not look for instances earlier pools left behind: {error}"))
+        sweep_with_notices(lambda: reap_with(self.api, self._clock(), spec.pool_id), emit, APIError, "instances")
 
     def _search(self) -> None:
         accelerator = self._wanted.get("accelerator")
@@ -215,11 +211,7 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
             self.api.destroy(instance_id)
 
     def listed(self) -> list[str]:
-        return [
-            str(raw["id"])
-            for raw in self.api.instances()
-            if (mark := parse_pool_label(str(raw.get("label") or ""))) is not None and mark.pool_id == self._pool_id
-        ]
+        return pool_members(self.api.instances(), "label", self._pool_id)
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
         return f"destroy them with `vastai destroy instance <id>` or `skyward down` ({', '.join(instance_ids)})"

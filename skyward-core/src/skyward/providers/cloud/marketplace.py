@@ -16,6 +16,8 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud.naming import PoolMark
@@ -67,6 +69,17 @@ def pool_label(pool_id: str, expires: int, node: int) -> str:
 def parse_pool_label(label: str | None) -> PoolMark | None:
     match = _LABEL.match(label or "")
     return None if match is None else PoolMark(match["pool"], int(match["expires"]))
+
+
+def pool_members(listing: Iterable[Mapping[str, Any]], label_key: str, pool_id: str) -> list[str]:
+    """The ids of the containers in ``listing`` whose label (under ``label_key``: VastAI's
+    ``label``, RunPod's ``name``) marks them as ``pool_id``'s: what a pool's teardown
+    verifies is gone, found the same way on both marketplaces."""
+    return [
+        str(raw["id"])
+        for raw in listing
+        if (mark := parse_pool_label(str(raw.get(label_key) or ""))) is not None and mark.pool_id == pool_id
+    ]
 
 
 # The marketplaces' spellings, upper-cased without spaces or dashes, -> the catalog's model

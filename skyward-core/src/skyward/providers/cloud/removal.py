@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from skyward.cli.model import Removal, Resource
 from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
+from skyward.providers.protocol import EventSink
 
 Key = tuple[str, str]
 """A resource's identity across kinds: ``(kind, id)`` (a firewall and a droplet may share an id)."""
@@ -81,3 +82,23 @@ def reap_containers(
         except error as exc:
             said.append(f"could not {verb} {thing} {item.name} ({item.id}) left by an earlier pool: {exc}")
     return said
+
+
+def sweep_with_notices(reap: Callable[[], Iterable[str]], emit: EventSink, error: type[Exception], what: str) -> None:
+    """Run a pool-start sweep and show what it did as notices. An API ``error`` while
+    sweeping is a notice too, never a failure: the sweep is a safety net for earlier
+    pools, not a precondition of this one (``what``: ``"pods"``, ``"instances"``)."""
+    from skyward.events import Notice
+
+    try:
+        for message in reap():
+            emit(Notice(message=message))
+    except error as exc:
+        emit(Notice(message=f"could not look for {what} earlier pools left behind: {exc}"))
+
+
+def sweep_messages(deleted: Iterable[tuple[object, str, str]], failures: Iterable[str], thing: str) -> list[str]:
+    """A reaper's report in words: each ``(id, name, reason)`` deleted (``thing``:
+    ``"droplet"``, ``"Verda instance"``), then each failure (tried again next time)."""
+    said = [f"deleted {thing} {name} ({ident}) left by an earlier pool: {why}" for ident, name, why in deleted]
+    return said + [f"could not delete a leftover of an earlier pool: {failure}" for failure in failures]
