@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from skyward.api.spec import PoolSpec
@@ -75,15 +76,13 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(config, clock=clock, sleep=sleep)
-        self._api: RunPodAPI | None = None
         self._type: PodType | None = None
         self._pool_id = ""
 
-    @property
+    @cached_property
     def api(self) -> RunPodAPI:
-        if self._api is None:
-            self._api = RunPodAPI(self.config, sleep=self._sleep)
-        return self._api
+        """Made on first use: validate() has checked the key by then."""
+        return RunPodAPI(self.config, sleep=self._sleep)
 
     def validate(self, spec: PoolSpec) -> None:
         api_key()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
 from skyward.cli.sessions import config_for, credential_check, reported_as
@@ -17,17 +18,15 @@ class RunPodSession:
 
     def __init__(self, config: RunPod) -> None:
         self.config = config
-        self._api: RunPodAPI | None = None
 
     @property
     def region(self) -> str:
         return self.config.cloud
 
-    @property
+    @cached_property
     def api(self) -> RunPodAPI:
-        if self._api is None:
-            self._api = RunPodAPI(self.config)
-        return self._api
+        """Made on first use: check() looks for the key first."""
+        return RunPodAPI(self.config)
 
     def check(self) -> CredentialCheck:
         return credential_check(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from skyward.accelerators.spec import Accelerator
@@ -82,17 +83,15 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(config, clock=clock, sleep=sleep)
-        self._api: VastAPI | None = None
         self._offers: dict[Market, list[VastOffer]] = {}
         self._tried: set[int] = set()
         self._wanted: dict[str, Any] = {}
         self._pool_id = ""
 
-    @property
+    @cached_property
     def api(self) -> VastAPI:
-        if self._api is None:
-            self._api = VastAPI(self.config, sleep=self._sleep)
-        return self._api
+        """Made on first use: validate() has checked the key by then."""
+        return VastAPI(self.config, sleep=self._sleep)
 
     def validate(self, spec: PoolSpec) -> None:
         api_key()

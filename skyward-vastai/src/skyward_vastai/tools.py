@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
 from skyward.cli.sessions import config_for, credential_check, reported_as
@@ -18,13 +19,11 @@ class VastAISession:
 
     def __init__(self, config: VastAI) -> None:
         self.config = config
-        self._api: VastAPI | None = None
 
-    @property
+    @cached_property
     def api(self) -> VastAPI:
-        if self._api is None:
-            self._api = VastAPI(self.config)
-        return self._api
+        """Made on first use: check() looks for the key first."""
+        return VastAPI(self.config)
 
     def check(self) -> CredentialCheck:
         return credential_check(
