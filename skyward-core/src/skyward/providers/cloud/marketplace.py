@@ -39,6 +39,21 @@ _POOL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 _LABEL = re.compile(r"^skyward-(?P<pool>[a-z0-9][a-z0-9-]{0,40}?)-(?P<expires>\d{9,11})-(?P<node>\d{1,4})$")
 
 
+def check_container(owner: str, image: object, disk_gb: object) -> None:
+    """The settings every marketplace container has: an image name and whole GB of disk
+    (8 GB: the smallest disk the CUDA image and the bootstrap's packages fit on)."""
+    if not isinstance(image, str) or not image.strip():
+        raise ConfigurationError(f"{owner}(image={image!r}) must name a container image")
+    if isinstance(disk_gb, bool) or not isinstance(disk_gb, int) or not 8 <= disk_gb <= 10_000:
+        raise ConfigurationError(f"{owner}(disk_gb={disk_gb!r}) must be whole GB between 8 and 10000")
+
+
+def check_number(owner: str, name: str, value: object, low: float, high: float) -> None:
+    """``value`` is a real number (not a bool) from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ConfigurationError(f"{owner}({name}={value!r}) must be a number from {low:g} to {high:g}")
+
+
 def start_command(script: str) -> list[str]:
     """The container command that runs ``script`` (a ``#!`` bootstrap) unchanged: the
     script travels base64-encoded (a start command is one line, and the marketplaces
