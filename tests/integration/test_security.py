@@ -26,7 +26,7 @@ def marker(path: str) -> str:
 def _task_frames(path: str) -> list[bytes]:
     key, raw = serialize.dumps_function(marker.local)
     task = wire.encode_task(key, raw, [bytes(f) for f in serialize.dumps(((path,), {}))])
-    return [wire.pack_tasks([(1, len(task))]), *task]
+    return [wire.pack_tasks([(1, len(task), 0)]), *task]
 
 
 def _try(endpoint: str, frames: list[bytes], keys: tuple[bytes, bytes, bytes] | None) -> list[bytes] | None:

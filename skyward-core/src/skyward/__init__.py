@@ -25,6 +25,10 @@ _CORE_EXPORTS: dict[str, str] = {
     "gather": "skyward.api.compute",
     "ComputePool": "skyward.api.pool",
     "MultiPool": "skyward.api.multipool",
+    "Spec": "skyward.api.failover",
+    "offers": "skyward.offer_table",
+    "Offer": "skyward.offer_table",
+    "OfferTable": "skyward.offer_table",
     "Image": "skyward.image",
     "Local": "skyward.providers.local",
     # worker-side helpers
@@ -62,6 +66,13 @@ _CORE_EXPORTS: dict[str, str] = {
     "RemoteExitError": "skyward.errors",
     "UnreadableResultError": "skyward.errors",
     "AbandonedError": "skyward.errors",
+    "UnavailableError": "skyward.errors",
+    "CapacityError": "skyward.errors",
+    "QuotaError": "skyward.errors",
+    "NoOfferError": "skyward.errors",
+    "PriceCapError": "skyward.errors",
+    "LaunchTimeoutError": "skyward.errors",
+    "NoCandidateError": "skyward.errors",
 }
 
 _EVENT_NAMES = [
@@ -70,6 +81,7 @@ _EVENT_NAMES = [
     "InfraCreated",
     "InstanceLaunching",
     "InstanceProvisioned",
+    "CandidateFailed",
     "BootstrapStarting",
     "BootstrapProgress",
     "BootstrapCompleted",
@@ -121,6 +133,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.api.compute import (
         gather as gather,
     )
+    from skyward.api.failover import Spec as Spec
     from skyward.api.multipool import (
         MultiPool as MultiPool,
     )
@@ -139,9 +152,13 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.callbacks import (
         use_callback as use_callback,
     )
+    from skyward.errors import CapacityError as CapacityError
     from skyward.errors import (
         ConfigurationError as ConfigurationError,
     )
+    from skyward.errors import LaunchTimeoutError as LaunchTimeoutError
+    from skyward.errors import NoCandidateError as NoCandidateError
+    from skyward.errors import NoOfferError as NoOfferError
     from skyward.errors import (
         NotInComputationError as NotInComputationError,
     )
@@ -154,15 +171,18 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.errors import (
         PoolTimeoutError as PoolTimeoutError,
     )
+    from skyward.errors import PriceCapError as PriceCapError
     from skyward.errors import (
         ProvisioningError as ProvisioningError,
     )
+    from skyward.errors import QuotaError as QuotaError
     from skyward.errors import (
         RemoteError as RemoteError,
     )
     from skyward.errors import (
         SkywardError as SkywardError,
     )
+    from skyward.errors import UnavailableError as UnavailableError
     from skyward.errors import (
         VersionMismatchError as VersionMismatchError,
     )
@@ -178,6 +198,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.events import (
         BootstrapStarting as BootstrapStarting,
     )
+    from skyward.events import CandidateFailed as CandidateFailed
     from skyward.events import (
         CostFinal as CostFinal,
     )
@@ -238,6 +259,9 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.instances import (
         select_instance as select_instance,
     )
+    from skyward.offer_table import Offer as Offer
+    from skyward.offer_table import OfferTable as OfferTable
+    from skyward.offer_table import offers as offers
     from skyward.providers.local import (
         Local as Local,
     )

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.api.spec import PoolSpec
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
@@ -47,7 +47,7 @@ def explain_create_error(
     message = exc.api_message.lower()
     undone = f" ({created} of {total} droplets had been created; they were deleted)" if created else ""
     if exc.status == 422 and "limit" in message:
-        return ProvisioningError(
+        return QuotaError(
             f"DigitalOcean refused droplet {size.slug}: {exc.api_message}{undone}. Your account's droplet "
             "(or GPU) limit is reached: delete droplets you no longer need, ask DigitalOcean to raise the limit, "
             "or use fewer nodes"
@@ -62,7 +62,7 @@ def explain_create_error(
             if known
             else capacity_hint(size, region, REGIONS)
         )
-        return ProvisioningError(
+        return CapacityError(
             f"DigitalOcean has no capacity for {size.slug} in {region} right now: {exc.api_message}{undone}; {hint}"
         )
     if undone:
@@ -177,7 +177,7 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
             if here is not None
             else ""
         )
-        raise ConfigurationError(
+        raise NoOfferError(
             f"{chosen.slug}, the smallest size that fits, is not offered in {self.config.region}; it is offered in: "
             f"{', '.join(regions)}. Use DigitalOcean(region=...){bigger}"
         )

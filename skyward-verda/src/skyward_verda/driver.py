@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.api.spec import PoolSpec
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import CapacityError, ConfigurationError, ProvisioningError
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
@@ -164,7 +164,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
                 other = select_instance(offered(types, candidates, markets, on_demand, spot), **request)
             except NoMatchingInstanceError:
                 other = None
-            raise ProvisioningError(self._no_capacity(chosen.name, markets, on_demand, spot, other))
+            raise CapacityError(self._no_capacity(chosen.name, markets, on_demand, spot, other))
         self._type, self._location = by_name[chosen.name], location
         self._image = self.config.image or pick_image(self.api.images())
         return Offer(
@@ -257,7 +257,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
         tips = ["Verda(region=None) to use any location with capacity"] if self.config.region else []
         tips += ["spot='if-available'"] if market is Market.SPOT else ["spot='if-available' or 'always'"]
         tips += ["another accelerator or size", "fewer nodes", "again later"]
-        return ProvisioningError(
+        return CapacityError(
             f"Verda has no {market.value} capacity for {self._type.name} in {self._location}: {error.api_message}"
             f"{undone}. Try {', '.join(tips)}"
         )

@@ -2,16 +2,19 @@
 
 Operators route a computation to a pool: ``>>`` runs it on one worker, ``@`` on every
 worker, ``&`` chains up to eight into a typed batch, and ``gather`` groups any number.
+A generator function is a stream: ``>>`` returns an iterator over what it yields, as it
+yields it (see ``skyward.transport.stream``).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from skyward.errors import ConfigurationError
 
@@ -51,10 +54,29 @@ class PendingCompute(Generic[R]):
     def name(self) -> str:
         return getattr(self.fn, "__qualname__", repr(self.fn))
 
-    def __rshift__(self, pool: Executor) -> R:
+    @property
+    def is_stream(self) -> bool:
+        """Whether ``fn`` is a generator function: its values come back as it yields them."""
+        return inspect.isgeneratorfunction(self.fn)
+
+    # A generator's computation gives an iterator (a stream), not the generator object:
+    # only iteration and close() travel, not send() or throw().
+    @overload
+    def __rshift__(self: PendingCompute[Generator[T, Any, Any]], pool: Executor) -> Iterator[T]: ...
+
+    @overload
+    def __rshift__(self, pool: Executor) -> R: ...
+
+    def __rshift__(self, pool: Executor) -> Any:
         return pool.run(self)
 
-    def __matmul__(self, pool: Executor) -> tuple[R, ...]:
+    @overload
+    def __matmul__(self: PendingCompute[Generator[T, Any, Any]], pool: Executor) -> tuple[Iterator[T], ...]: ...
+
+    @overload
+    def __matmul__(self, pool: Executor) -> tuple[R, ...]: ...
+
+    def __matmul__(self, pool: Executor) -> tuple[Any, ...]:
         return pool.broadcast(self)
 
     def __and__(self, other: PendingCompute[B]) -> PendingBatch2[R, B]:
@@ -201,9 +223,29 @@ class PendingBatch8(PendingBatch[Any], Generic[A, B, C, D, E, F, G, H]):
         raise ConfigurationError("a chain with & holds at most 8 computations; use gather(*computations) for more")
 
 
-def gather(*computations: PendingCompute[R]) -> PendingBatch[R]:
-    """Group any number of computations; ``gather(...) >> pool`` returns results in order."""
-    return PendingBatch(tuple(_check_pending(c) for c in computations))
+@dataclass(frozen=True, slots=True)
+class PendingStreams(PendingBatch[Any], Generic[T]):
+    """``gather`` of generator computations: ``>> pool`` gives an iterator each, in order."""
+
+    def __rshift__(self, pool: Executor) -> tuple[Iterator[T], ...]:
+        return pool.run_batch(self)
+
+
+@overload
+def gather(*computations: PendingCompute[Generator[T, Any, Any]]) -> PendingStreams[T]: ...
+
+
+@overload
+def gather(*computations: PendingCompute[R]) -> PendingBatch[R]: ...
+
+
+def gather(*computations: PendingCompute[Any]) -> PendingBatch[Any]:
+    """Group any number of computations; ``gather(...) >> pool`` returns results in order
+    (an iterator for each generator's computation)."""
+    items = tuple(_check_pending(c) for c in computations)
+    if items and all(c.is_stream for c in items):
+        return PendingStreams(items)
+    return PendingBatch(items)
 
 
 class ComputeFunction(Generic[P, R]):
@@ -238,4 +280,9 @@ def compute(fn: Callable[P, R]) -> ComputeFunction[P, R]:
         return fn
     if not callable(fn):
         raise ConfigurationError(f"@compute needs a function (or other callable), got {type(fn).__name__}: {fn!r}")
+    if inspect.isasyncgenfunction(fn):
+        raise ConfigurationError(
+            f"@compute({getattr(fn, '__qualname__', fn)}): async generator functions are not supported; "
+            "write a plain generator (def with yield): its values stream back the same way"
+        )
     return ComputeFunction(fn)

@@ -35,6 +35,7 @@ class PoolSpec:
     display: str = "log"
     collect_metrics: bool = True
     partitions: int = 1
+    max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
     pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
 
     @property
@@ -97,6 +98,7 @@ def build_spec(
     concurrency: int,
     display: str,
     collect_metrics: bool,
+    max_hourly_cost: float | None = None,
 ) -> PoolSpec:
     from skyward.display import DISPLAY_MODES
     from skyward.providers.cloud.settings import check_seconds_value
@@ -152,6 +154,7 @@ def build_spec(
 
         strategy = normalize_spot(spot)
     volumes = _volumes(volume)
+    cap = price_cap("ComputePool", max_hourly_cost)
     if not isinstance(collect_metrics, bool):
         raise ConfigurationError(f"ComputePool(collect_metrics={collect_metrics!r}): must be True or False")
     return PoolSpec(
@@ -169,4 +172,17 @@ def build_spec(
         display=display,
         collect_metrics=collect_metrics,
         partitions=partitions,
+        max_hourly_cost=cap,
     )
+
+
+def price_cap(where: str, value: object) -> float | None:
+    """``max_hourly_cost`` checked: a positive number of USD per hour, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ConfigurationError(
+            f"{where}(max_hourly_cost={value!r}): must be a positive number of USD per hour for the whole pool, "
+            "or None for no cap"
+        )
+    return float(value)

@@ -31,6 +31,7 @@ from skyward.events import (
     BootstrapCompleted,
     BootstrapProgress,
     BootstrapStarting,
+    CandidateFailed,
     CostFinal,
     CostUpdate,
     Error,
@@ -150,7 +151,12 @@ def describe(state: DisplayState, event: SkywardEvent) -> LogRecord | None:
                 ("on_demand", event.ondemand_count),
                 ("saved", fmt.money(event.savings_vs_ondemand)),
             )
+            if event.provider:
+                fields += (("provider", event.provider), ("region", event.region))
             return LogRecord("info", "pool stopped", fields)
+        case CandidateFailed(candidate=index, provider=provider, region=region, reason=reason, message=message):
+            fields = (("candidate", index + 1), ("provider", provider), ("region", region or "-"), ("why", message))
+            return LogRecord("warning", f"candidate failed: {reason}", fields)
         case Error(message=message, instance_id=iid):
             fields = () if iid is None else (_node(state, iid),)
             return LogRecord("error", message, fields)

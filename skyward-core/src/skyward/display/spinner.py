@@ -23,6 +23,7 @@ from skyward.display.log import LogDisplay
 from skyward.display.render import render
 from skyward.display.state import DisplayState, reduce
 from skyward.events import (
+    CandidateFailed,
     CostFinal,
     Error,
     InstanceInterrupted,
@@ -115,6 +116,9 @@ class SpinnerDisplay(DisplayBase):
                     self._print(Text(f"error: {message}", style="red"))
                 case Notice(message=message):
                     self._print(Text(f"note: {message}", style="yellow"))
+                case CandidateFailed(candidate=index, provider=provider, reason=reason, message=message):
+                    text = f"candidate {index + 1} ({provider}) failed, {reason}: {message}"
+                    self._print(Text(text, style="yellow"))
                 case InstanceInterrupted(node=node, reason=reason):
                     text = f"node {node}: spot instance interrupted ({reason})"
                     self._print(Text(text, style="red"))
