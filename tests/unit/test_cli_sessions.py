@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from skyward.cli.model import CredentialCheck
 from skyward.cli.sessions import config_for, credential_check, reported_as
@@ -76,3 +78,14 @@ def test_accepted_credentials_need_no_fix() -> None:
         "fake", find=lambda: None, read=lambda: None, error=Refused, missing="none", accepted="key ok", fix="fix it"
     )
     assert check == CredentialCheck("fake", True, True, "key ok", "")
+
+
+@given(st.integers() | st.floats(allow_nan=False) | st.text() | st.none())
+def test_a_listing_number_is_read_only_from_a_json_number(value: object) -> None:
+    from skyward.cli.model import parse_number
+
+    read = parse_number(value)
+    if isinstance(value, int | float):
+        assert read == float(value)
+    else:
+        assert read is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skyward.cli.model import FIREWALL, INSTANCE, SSH_KEY, TAG, Removal, Resource, parse_time
+from skyward.cli.model import FIREWALL, INSTANCE, SSH_KEY, TAG, Removal, Resource, parse_number, parse_time
 from skyward.providers.cloud.removal import Key, delete_each, verified_removals
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError
 from skyward_digitalocean.naming import COMMON_TAG, parse_pool_tag, parse_resource_name, pool_mark
@@ -35,7 +35,7 @@ def resource_of_droplet(droplet: dict[str, Any]) -> Resource | None:
         state=str(droplet.get("status", "")),
         created=parse_time(droplet.get("created_at")),
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(droplet.get("name", "")),
         idle=droplet.get("status") == "off",  # a powered-off droplet still bills
     )

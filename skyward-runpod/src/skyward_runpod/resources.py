@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, Removal, Resource
+from skyward.cli.model import INSTANCE, Removal, Resource, parse_number
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import parse_pool_label
 from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals
@@ -30,7 +30,7 @@ def resource_of(raw: dict[str, Any]) -> Resource | None:
         state=str(raw.get("desiredStatus") or ""),
         created=None,
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(raw.get("name")),
         idle=raw.get("desiredStatus") == "EXITED",  # a stopped pod still bills its disk
     )

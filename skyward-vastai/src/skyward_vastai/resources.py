@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, Removal, Resource
+from skyward.cli.model import INSTANCE, Removal, Resource, parse_number
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import parse_pool_label
 from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals
@@ -32,9 +32,9 @@ def resource_of(raw: dict[str, Any]) -> Resource | None:
         kind=INSTANCE,
         id=str(raw.get("id")),
         state=str(raw.get("actual_status") or ""),
-        created=float(start) if isinstance(start, int | float) else None,
+        created=parse_number(start),
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(raw.get("label")),
         idle=state_of(raw, True) is InstanceState.STOPPED,  # stopped: its disk still bills
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_time
+from skyward.cli.model import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_number, parse_time
 from skyward.providers.cloud.removal import delete_each, verified_removals
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.naming import DEAD, parse_description, parse_resource_name
@@ -32,7 +32,7 @@ def resource_of_instance(raw: dict[str, Any]) -> Resource | None:
         state=str(raw.get("status", "")),
         created=parse_time(raw.get("created_at")),
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(raw.get("hostname", "")),
         idle=str(raw.get("status", "")) in DEAD,  # shut down: it and its disk still bill
     )
