@@ -142,6 +142,9 @@ def test_a_bad_credential_stops_the_pool_without_trying_the_next_candidate(
     assert not isinstance(raised.value, UnavailableError | NoCandidateError)
     assert failed(seen) == []
     assert fake_verda.count(*VERDA_DEPLOY) == 0 and fake_verda.count("POST", "/v1/oauth2/token") == 0
+    # the refused token is the point of this test: the fake recorded it, and nothing else
+    assert fake_do.violations and all("without the right bearer token" in v for v in fake_do.violations)
+    fake_do.violations.clear()
 
 
 def test_when_every_candidate_fails_one_error_names_each_and_nothing_is_left_on_any(

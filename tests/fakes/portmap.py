@@ -15,6 +15,8 @@ import socket
 import threading
 from collections.abc import Iterable
 
+from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
+
 HOST = "127.0.0.1"
 
 
@@ -96,3 +98,31 @@ class PortMaps:
             ids = list(self._relays)
         for instance_id in ids:
             self.close(instance_id)
+
+
+class FakeContainerCloud(FakeCloud):
+    """What the fake marketplaces (VastAI, RunPod) share: a bearer key, loopback addresses
+    for their instances, a :class:`PortMaps` closed on stop, and the checks every request
+    passes before the API's own routes (:meth:`admit`)."""
+
+    def __init__(self, api_key: str, boot_delay: float, seed: int | None) -> None:
+        super().__init__()
+        self.api_key = api_key
+        self.boot_delay = boot_delay
+        self.addresses = LoopbackAddresses(seed)
+        self.ports = PortMaps()
+
+    def stop(self) -> None:
+        self.ports.close_all()
+        super().stop()
+
+    def admit(self, request: Request, unauthorized: Response) -> Response | None:
+        """The answer when the request never reaches the API (``/whoami``, a wrong key:
+        ``unauthorized``); a key in the URL is a violation (proxies and logs keep URLs)."""
+        if request.path == "/whoami":
+            return Response(200, f"{request.client}\n")
+        if "api_key" in request.query:
+            self.violation("the API key was sent in the URL")
+        if request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return unauthorized
+        return None

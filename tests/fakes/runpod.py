@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
-from fakes.portmap import HOST, PortMaps
+from fakes.http import Request, Response
+from fakes.portmap import HOST, FakeContainerCloud
 from skyward.providers.cloud.marketplace import script_of
 
 API_KEY = "rpa_FAKE0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -84,15 +84,11 @@ def _errors(message: str) -> Response:
     return Response(200, {"errors": [{"message": message}], "data": None})
 
 
-class FakeRunPod(FakeCloud):
+class FakeRunPod(FakeContainerCloud):
     def __init__(self, *, gpu_types: Sequence[Mapping[str, Any]] = GPU_TYPES, boot_delay: float = 0.05,
                  seed: int | None = None) -> None:  # fmt: skip
-        super().__init__()
-        self.api_key = API_KEY
+        super().__init__(API_KEY, boot_delay, seed)
         self.gpu_types = [dict(g) for g in gpu_types]
-        self.boot_delay = boot_delay
-        self.addresses = LoopbackAddresses(seed)
-        self.ports = PortMaps()
         self.pods: dict[str, FakePod] = {}
         self.terminated: list[str] = []
         self.capacity: dict[bool, int] = {}  # spot? -> pods that may still be deployed; absent: any
@@ -145,19 +141,11 @@ class FakeRunPod(FakeCloud):
         with self.lock:
             return {"pods": [f"{p.name} ({p.desired_status})" for p in self.pods.values()]}
 
-    def stop(self) -> None:
-        self.ports.close_all()
-        super().stop()
-
     # -- routing --------------------------------------------------------------------------
 
     def route(self, request: Request) -> Response:
-        if request.path == "/whoami":
-            return Response(200, f"{request.client}\n")
-        if "api_key" in request.query:
-            self.violation("the API key was sent in the URL")
-        if request.headers.get("authorization") != f"Bearer {self.api_key}":
-            return Response(401, {"errors": [{"message": "Unauthorized"}]})
+        if (refused := self.admit(request, Response(401, {"errors": [{"message": "Unauthorized"}]}))) is not None:
+            return refused
         if request.method != "POST" or request.path != "/graphql":
             return Response(404, {"errors": [{"message": f"{request.method} {request.path}"}]})
         body = request.json()

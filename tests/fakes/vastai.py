@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
-from fakes.portmap import HOST, PortMaps
+from fakes.http import Request, Response
+from fakes.portmap import HOST, FakeContainerCloud
 from skyward.providers.cloud.marketplace import script_of
 
 API_KEY = "vast-fake-key-6f1c0d5e9a8b7c6d5e4f3a2b1c0d9e8f"
@@ -117,15 +117,11 @@ def _passes(value: Any, condition: dict[str, Any]) -> bool:
     return value is not None and all(_COMPARE[op](value, want) for op, want in condition.items())
 
 
-class FakeVastAI(FakeCloud):
+class FakeVastAI(FakeContainerCloud):
     def __init__(self, *, offers: Sequence[Mapping[str, Any]] = OFFERS, boot_delay: float = 0.05,
                  seed: int | None = None) -> None:  # fmt: skip
-        super().__init__()
-        self.api_key = API_KEY
+        super().__init__(API_KEY, boot_delay, seed)
         self.offers = {int(o["id"]): dict(o) for o in offers}
-        self.boot_delay = boot_delay
-        self.addresses = LoopbackAddresses(seed)
-        self.ports = PortMaps()
         self.instances: dict[int, FakeInstance] = {}
         self.destroyed: list[int] = []
         self.searches: list[dict[str, Any]] = []
@@ -170,19 +166,12 @@ class FakeVastAI(FakeCloud):
         with self.lock:
             return {"instances": [f"{i.label} ({i.actual_status})" for i in self.instances.values()]}
 
-    def stop(self) -> None:
-        self.ports.close_all()
-        super().stop()
-
     # -- routing --------------------------------------------------------------------------
 
     def route(self, request: Request) -> Response:
-        if request.path == "/whoami":
-            return Response(200, f"{request.client}\n")
-        if "api_key" in request.query:
-            self.violation("the API key was sent in the URL")
-        if request.headers.get("authorization") != f"Bearer {self.api_key}":
-            return Response(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
+        unauthorized = Response(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
+        if (refused := self.admit(request, unauthorized)) is not None:
+            return refused
         path = request.path.removeprefix(PREFIX)
         if request.method == "POST" and path == "/bundles/":
             return self._search(request)

@@ -17,6 +17,7 @@ from typing import Any
 
 from skyward.api.spec import PoolSpec
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
+from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.sshkey import throwaway_public_key
@@ -105,19 +106,14 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
     # -- prepare ------------------------------------------------------------------------
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward.events import Notice
         from skyward_digitalocean.reaper import reap_with
 
-        try:
-            self.reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
-        except DigitalOceanAPIError as exc:  # a safety net, not a precondition of this pool
-            emit(Notice(message=f"could not look for droplets earlier pools left behind: {exc}"))
+        def sweep() -> list[str]:
             self.reaped = None
-            return
-        for droplet_id, name, reason in self.reaped.droplets:
-            emit(Notice(message=f"deleted droplet {name} ({droplet_id}) left by an earlier pool: {reason}"))
-        for failure in self.reaped.failures:
-            emit(Notice(message=f"could not delete a leftover of an earlier pool: {failure}"))
+            self.reaped = reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
+            return sweep_messages(reaped.droplets, reaped.failures, "droplet")
+
+        sweep_with_notices(sweep, emit, DigitalOceanAPIError, "droplets")
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         self._size = size = self.choose_size(spec)

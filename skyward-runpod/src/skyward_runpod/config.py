@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE
+from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE, check_container, check_number
 from skyward.providers.cloud.settings import CloudSettings, check_urls
 
 KEY_ENV = "RUNPOD_API_KEY"
@@ -48,13 +48,8 @@ class RunPod(CloudSettings):
         CloudSettings.__post_init__(self)
         if self.cloud not in CLOUDS:
             raise ConfigurationError(f"RunPod(cloud={self.cloud!r}) must be one of {', '.join(map(repr, CLOUDS))}")
-        if not isinstance(self.image, str) or not self.image.strip():
-            raise ConfigurationError(f"RunPod(image={self.image!r}) must name a container image")
-        if isinstance(self.disk_gb, bool) or not isinstance(self.disk_gb, int) or not 8 <= self.disk_gb <= 10_000:
-            raise ConfigurationError(f"RunPod(disk_gb={self.disk_gb!r}) must be whole GB between 8 and 10000")
-        margin = self.bid_margin
-        if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin <= 10:
-            raise ConfigurationError(f"RunPod(bid_margin={margin!r}) must be a number from 0 to 10")
+        check_container("RunPod", self.image, self.disk_gb)
+        check_number("RunPod", "bid_margin", self.bid_margin, 0.0, 10.0)
         check_urls("RunPod", self, ("api_url",))
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import parse_pool_label, pool_label, start_command_line
+from skyward.providers.cloud.marketplace import pool_label, pool_members, start_command_line
+from skyward.providers.cloud.removal import sweep_with_notices
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import (
     Instance,
@@ -74,15 +76,13 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(config, clock=clock, sleep=sleep)
-        self._api: RunPodAPI | None = None
         self._type: PodType | None = None
         self._pool_id = ""
 
-    @property
+    @cached_property
     def api(self) -> RunPodAPI:
-        if self._api is None:
-            self._api = RunPodAPI(self.config, sleep=self._sleep)
-        return self._api
+        """Made on first use: validate() has checked the key by then."""
+        return RunPodAPI(self.config, sleep=self._sleep)
 
     def validate(self, spec: PoolSpec) -> None:
         api_key()
@@ -92,14 +92,9 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
         return SpotNever()
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward.events import Notice
         from skyward_runpod.resources import reap_with
 
-        try:
-            for message in reap_with(self.api, self._clock(), spec.pool_id):
-                emit(Notice(message=message))
-        except APIError as error:  # a safety net, not a precondition of this pool
-            emit(Notice(message=f"could not look for pods earlier pools left behind: {error}"))
+        sweep_with_notices(lambda: reap_with(self.api, self._clock(), spec.pool_id), emit, APIError, "pods")
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         """The smallest GPU type that fits a node, cheapest among equals, in the chosen cloud."""
@@ -182,11 +177,7 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
             self.api.terminate(instance_id)
 
     def listed(self) -> list[str]:
-        return [
-            str(raw["id"])
-            for raw in self.api.pods()
-            if (mark := parse_pool_label(str(raw.get("name") or ""))) is not None and mark.pool_id == self._pool_id
-        ]
+        return pool_members(self.api.pods(), "name", self._pool_id)
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
         return f"terminate them with `runpodctl remove pod <id>` or `skyward down` ({', '.join(instance_ids)})"

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, Removal, Resource
+from skyward.cli.model import INSTANCE, Removal, Resource, parse_number
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
+from skyward.providers.cloud.marketplace import parse_pool_label
+from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals
 from skyward_runpod.api import RunPodAPI
 
 PROVIDER = "runpod"
@@ -29,7 +30,7 @@ def resource_of(raw: dict[str, Any]) -> Resource | None:
         state=str(raw.get("desiredStatus") or ""),
         created=None,
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(raw.get("name")),
         idle=raw.get("desiredStatus") == "EXITED",  # a stopped pod still bills its disk
     )
@@ -40,32 +41,13 @@ def list_all(api: RunPodAPI) -> list[Resource]:
 
 
 def delete_and_verify(api: RunPodAPI, resources: Sequence[Resource]) -> list[Removal]:
-    errors: dict[str, str] = {}
-    for resource in resources:
-        try:
-            api.terminate(resource.id)
-        except APIError as error:
-            errors[resource.id] = str(error)
-    left = {r.id for r in list_all(api)}
-    return [
-        Removal(r, False, errors.get(r.id, "still listed after the termination was asked for"))
-        if r.id in left
-        else Removal(r, True)
-        for r in resources
-    ]
+    errors = delete_each(resources, lambda r: api.terminate(r.id), APIError)
+    return verified_removals(resources, list_all(api), errors, "still listed after the termination was asked for")
 
 
 def reap_with(api: RunPodAPI, now: float, own_pool: str | None) -> list[str]:
-    """Terminate other pools' pods that are stopped or past their expiry; returns what was
-    done (and what failed), in words. One failed termination does not stop the rest."""
-    done = []
-    for item in list_all(api):
-        reason = reap_reason(parse_pool_label(item.name), item.idle, now, own_pool)
-        if reason is None:
-            continue
-        try:
-            api.terminate(item.id)
-            done.append(f"terminated RunPod pod {item.name} ({item.id}) left by an earlier pool: {reason}")
-        except APIError as error:
-            done.append(f"could not terminate RunPod pod {item.name} ({item.id}) left by an earlier pool: {error}")
-    return done
+    """Terminate other pools' pods that are stopped or past their expiry; returns what
+    was done (and what failed), in words. One failed terminate does not stop the rest."""
+    return reap_containers(
+        list_all(api), api.terminate, APIError, now, own_pool, thing="RunPod pod", verb="terminate", done="terminated"
+    )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.cli.sessions import config_for, credential_check, reported_as
 from skyward.providers.cloud.http import APIError
 from skyward_runpod import resources
 from skyward_runpod.api import RunPodAPI
@@ -17,59 +18,48 @@ class RunPodSession:
 
     def __init__(self, config: RunPod) -> None:
         self.config = config
-        self._api: RunPodAPI | None = None
 
     @property
     def region(self) -> str:
         return self.config.cloud
 
-    @property
+    @cached_property
     def api(self) -> RunPodAPI:
-        if self._api is None:
-            self._api = RunPodAPI(self.config)
-        return self._api
+        """Made on first use: check() looks for the key first."""
+        return RunPodAPI(self.config)
 
     def check(self) -> CredentialCheck:
-        fix = f"create an API key (Settings > API Keys in the RunPod console) and export {KEY_ENV}"
-        try:
-            api_key()
-        except ConfigurationError:
-            return CredentialCheck(self.provider, False, False, f"{KEY_ENV} is not set", fix)
-        try:
-            self.api.pods()  # a read that changes nothing
-        except APIError as error:
-            return CredentialCheck(self.provider, True, False, str(error), fix)
-        return CredentialCheck(self.provider, True, True, f"key from {KEY_ENV} accepted")
+        return credential_check(
+            self.provider,
+            find=api_key,
+            # a read that changes nothing; a lambda: the api is made only once the credentials are found
+            read=lambda: self.api.pods(),  # noqa: PLW0108
+            error=APIError,
+            missing=f"{KEY_ENV} is not set",
+            accepted=f"key from {KEY_ENV} accepted",
+            fix=f"create an API key (Settings > API Keys in the RunPod console) and export {KEY_ENV}",
+        )
 
     def resources(self) -> list[Resource]:
-        try:
+        with reported_as("listing Skyward pods on RunPod", APIError):
             return resources.list_all(self.api)
-        except APIError as error:
-            raise ProvisioningError(f"while listing Skyward pods on RunPod: {error}") from error
 
     def delete(self, items: Sequence[Resource]) -> list[Removal]:
-        try:
+        with reported_as("terminating Skyward pods on RunPod", APIError):
             return resources.delete_and_verify(self.api, items)
-        except APIError as error:
-            raise ProvisioningError(f"while terminating Skyward pods on RunPod: {error}") from error
 
     def offers(self, query: OfferQuery) -> list[Offer]:
         from skyward.cli.offers import offers_from
         from skyward_runpod.offers import default_size, pod_types
 
         vcpus, memory = default_size(None, None)
-        try:
+        with reported_as("listing RunPod GPU types", APIError):
             types = pod_types(self.api.gpu_types(), self.config.cloud, vcpus, memory, self.config.bid_margin)
-        except APIError as error:
-            raise ProvisioningError(f"while listing RunPod GPU types: {error}") from error
         return offers_from(self.provider, [t.instance for t in types], query)
 
 
 def open_session(config: object | None) -> RunPodSession:
-    config = RunPod() if config is None else config
-    if not isinstance(config, RunPod):
-        raise ConfigurationError(f"the runpod tools take a RunPod(...) configuration, got {config!r}")
-    return RunPodSession(config)
+    return RunPodSession(config_for(config, RunPod, resources.PROVIDER))
 
 
 TOOLS = ProviderTools(name=resources.PROVIDER, distribution="skyward-runpod", open=open_session)

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from skyward.providers.cloud.http import APIError, JsonAPI
-from skyward.providers.cloud.retry import Backoff
 from skyward_vastai.config import VastAI, api_key
 
 PROVIDER = "VastAI"
@@ -22,14 +21,7 @@ PROVIDER = "VastAI"
 
 class VastAPI:
     def __init__(self, config: VastAI, key: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.http = JsonAPI(
-            PROVIDER,
-            config.api_url,
-            api_key() if key is None else key,
-            timeout=config.api_timeout,
-            backoff=Backoff(attempts=config.api_retries, base=config.api_backoff),
-            sleep=sleep,
-        )
+        self.http = JsonAPI.for_cloud(PROVIDER, config, config.api_url, api_key() if key is None else key, sleep)
 
     def close(self) -> None:
         self.http.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE, MIN_CUDA
+from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE, MIN_CUDA, check_container, check_number
 from skyward.providers.cloud.settings import CloudSettings, check_urls
 
 KEY_ENV = "VAST_API_KEY"
@@ -54,18 +54,14 @@ class VastAI(CloudSettings):
 
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)
-        if not isinstance(self.image, str) or not self.image.strip():
-            raise ConfigurationError(f"VastAI(image={self.image!r}) must name a container image")
-        if isinstance(self.disk_gb, bool) or not isinstance(self.disk_gb, int) or not 8 <= self.disk_gb <= 10_000:
-            raise ConfigurationError(f"VastAI(disk_gb={self.disk_gb!r}) must be whole GB between 8 and 10000")
+        check_container("VastAI", self.image, self.disk_gb)
         for name, value, low, high in (
             ("min_reliability", self.min_reliability, 0.0, 1.0),
             ("min_cuda", self.min_cuda, 0.0, 100.0),
             ("min_inet_down", self.min_inet_down, 0.0, 1e6),
             ("bid_margin", self.bid_margin, 0.0, 10.0),
         ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-                raise ConfigurationError(f"VastAI({name}={value!r}) must be a number from {low:g} to {high:g}")
+            check_number("VastAI", name, value, low, high)
         check_urls("VastAI", self, ("api_url",))
 
 

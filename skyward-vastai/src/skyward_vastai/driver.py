@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from skyward.accelerators.spec import Accelerator
@@ -19,10 +20,11 @@ from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import (
-    parse_pool_label,
     pool_label,
+    pool_members,
     start_command,
 )
+from skyward.providers.cloud.removal import sweep_with_notices
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import (
     Instance,
@@ -81,17 +83,15 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(config, clock=clock, sleep=sleep)
-        self._api: VastAPI | None = None
         self._offers: dict[Market, list[VastOffer]] = {}
         self._tried: set[int] = set()
         self._wanted: dict[str, Any] = {}
         self._pool_id = ""
 
-    @property
+    @cached_property
     def api(self) -> VastAPI:
-        if self._api is None:
-            self._api = VastAPI(self.config, sleep=self._sleep)
-        return self._api
+        """Made on first use: validate() has checked the key by then."""
+        return VastAPI(self.config, sleep=self._sleep)
 
     def validate(self, spec: PoolSpec) -> None:
         api_key()
@@ -103,14 +103,9 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
     # -- prepare ------------------------------------------------------------------------
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward.events import Notice
         from skyward_vastai.resources import reap_with
 
-        try:
-            for message in reap_with(self.api, self._clock(), spec.pool_id):
-                emit(Notice(message=message))
-        except APIError as error:  # a safety net, not a precondition of this pool
-            emit(Notice(message=f"could not look for instances earlier pools left behind: {error}"))
+        sweep_with_notices(lambda: reap_with(self.api, self._clock(), spec.pool_id), emit, APIError, "instances")
 
     def _search(self) -> None:
         accelerator = self._wanted.get("accelerator")
@@ -215,11 +210,7 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
             self.api.destroy(instance_id)
 
     def listed(self) -> list[str]:
-        return [
-            str(raw["id"])
-            for raw in self.api.instances()
-            if (mark := parse_pool_label(str(raw.get("label") or ""))) is not None and mark.pool_id == self._pool_id
-        ]
+        return pool_members(self.api.instances(), "label", self._pool_id)
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
         return f"destroy them with `vastai destroy instance <id>` or `skyward down` ({', '.join(instance_ids)})"

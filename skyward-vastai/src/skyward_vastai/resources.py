@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, Removal, Resource
+from skyward.cli.model import INSTANCE, Removal, Resource, parse_number
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
+from skyward.providers.cloud.marketplace import parse_pool_label
+from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals
 from skyward.providers.cloud.template import InstanceState
 from skyward_vastai.api import VastAPI
 
@@ -31,9 +32,9 @@ def resource_of(raw: dict[str, Any]) -> Resource | None:
         kind=INSTANCE,
         id=str(raw.get("id")),
         state=str(raw.get("actual_status") or ""),
-        created=float(start) if isinstance(start, int | float) else None,
+        created=parse_number(start),
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(raw.get("label")),
         idle=state_of(raw, True) is InstanceState.STOPPED,  # stopped: its disk still bills
     )
@@ -44,32 +45,13 @@ def list_all(api: VastAPI) -> list[Resource]:
 
 
 def delete_and_verify(api: VastAPI, resources: Sequence[Resource]) -> list[Removal]:
-    errors: dict[str, str] = {}
-    for resource in resources:
-        try:
-            api.destroy(resource.id)
-        except APIError as error:
-            errors[resource.id] = str(error)
-    left = {r.id for r in list_all(api)}
-    return [
-        Removal(r, False, errors.get(r.id, "still listed after the destroy was asked for"))
-        if r.id in left
-        else Removal(r, True)
-        for r in resources
-    ]
+    errors = delete_each(resources, lambda r: api.destroy(r.id), APIError)
+    return verified_removals(resources, list_all(api), errors, "still listed after the destroy was asked for")
 
 
 def reap_with(api: VastAPI, now: float, own_pool: str | None) -> list[str]:
     """Destroy other pools' instances that are stopped or past their expiry; returns what
     was done (and what failed), in words. One failed destroy does not stop the rest."""
-    done = []
-    for item in list_all(api):
-        reason = reap_reason(parse_pool_label(item.name), item.idle, now, own_pool)
-        if reason is None:
-            continue
-        try:
-            api.destroy(item.id)
-            done.append(f"destroyed VastAI instance {item.name} ({item.id}) left by an earlier pool: {reason}")
-        except APIError as error:
-            done.append(f"could not destroy VastAI instance {item.name} ({item.id}) left by an earlier pool: {error}")
-    return done
+    return reap_containers(
+        list_all(api), api.destroy, APIError, now, own_pool, thing="VastAI instance", verb="destroy", done="destroyed"
+    )

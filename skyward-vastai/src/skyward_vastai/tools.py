@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.cli.sessions import config_for, credential_check, reported_as
 from skyward.providers.cloud.http import APIError
 from skyward_vastai import resources
 from skyward_vastai.api import VastAPI
@@ -18,56 +19,43 @@ class VastAISession:
 
     def __init__(self, config: VastAI) -> None:
         self.config = config
-        self._api: VastAPI | None = None
 
-    @property
+    @cached_property
     def api(self) -> VastAPI:
-        if self._api is None:
-            self._api = VastAPI(self.config)
-        return self._api
+        """Made on first use: check() looks for the key first."""
+        return VastAPI(self.config)
 
     def check(self) -> CredentialCheck:
-        fix = f"export {KEY_ENV} or run `vastai set api-key <key>` (Account > Keys in the VastAI console)"
-        try:
-            api_key()
-        except ConfigurationError:
-            return CredentialCheck(
-                self.provider, False, False, f"no key in {KEY_ENV} or the vastai CLI's key file", fix
-            )
-        try:
-            self.api.instances()  # a read that changes nothing
-        except APIError as error:
-            return CredentialCheck(self.provider, True, False, str(error), fix)
-        return CredentialCheck(self.provider, True, True, "API key accepted")
+        return credential_check(
+            self.provider,
+            find=api_key,
+            # a read that changes nothing; a lambda: the api is made only once the credentials are found
+            read=lambda: self.api.instances(),  # noqa: PLW0108
+            error=APIError,
+            missing=f"no key in {KEY_ENV} or the vastai CLI's key file",
+            accepted="API key accepted",
+            fix=f"export {KEY_ENV} or run `vastai set api-key <key>` (Account > Keys in the VastAI console)",
+        )
 
     def resources(self) -> list[Resource]:
-        try:
+        with reported_as("listing Skyward instances on VastAI", APIError):
             return resources.list_all(self.api)
-        except APIError as error:
-            raise ProvisioningError(f"while listing Skyward instances on VastAI: {error}") from error
 
     def delete(self, items: Sequence[Resource]) -> list[Removal]:
-        try:
+        with reported_as("destroying Skyward instances on VastAI", APIError):
             return resources.delete_and_verify(self.api, items)
-        except APIError as error:
-            raise ProvisioningError(f"while destroying Skyward instances on VastAI: {error}") from error
 
     def offers(self, query: OfferQuery) -> list[Offer]:
         from skyward.cli.offers import offers_from
         from skyward_vastai.offers import parse_offers, search_query
 
-        try:
+        with reported_as("searching VastAI offers", APIError):
             found = parse_offers(self.api.search(search_query(self.config, query.count)), self.config.bid_margin)
-        except APIError as error:
-            raise ProvisioningError(f"while searching VastAI offers: {error}") from error
         return offers_from(self.provider, [o.instance for o in found], query)
 
 
 def open_session(config: object | None) -> VastAISession:
-    config = VastAI() if config is None else config
-    if not isinstance(config, VastAI):
-        raise ConfigurationError(f"the vastai tools take a VastAI(...) configuration, got {config!r}")
-    return VastAISession(config)
+    return VastAISession(config_for(config, VastAI, resources.PROVIDER))
 
 
 TOOLS = ProviderTools(name=resources.PROVIDER, distribution="skyward-vastai", open=open_session)

@@ -169,3 +169,9 @@ def parse_time(text: object) -> float | None:
         moment = moment.replace(tzinfo=datetime.UTC)
     stamp = moment.timestamp()
     return stamp if math.isfinite(stamp) else None
+
+
+def parse_number(value: object) -> float | None:
+    """A JSON number as a float; ``None`` for anything else (a missing or null price, a
+    string). Used for the prices and Unix times of cloud APIs' listings."""
+    return float(value) if isinstance(value, int | float) else None

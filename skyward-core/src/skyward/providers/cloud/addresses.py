@@ -13,6 +13,20 @@ import urllib.request
 from skyward.errors import ConfigurationError, ProvisioningError
 
 
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (a URL's hostname) is this machine: the only place plain http may
+    carry a key or token (a test double). Shared by every provider's URL check;
+    here rather than in :mod:`~skyward.providers.cloud.http`, which needs requests."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def parse_client_address(value: object, what: str) -> ipaddress.IPv4Address:
     """``value`` as one IPv4 host address; a ConfigurationError naming ``what`` otherwise.
 

@@ -9,7 +9,6 @@ on a loopback address (a test double).
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -18,7 +17,9 @@ from urllib.parse import urlsplit
 import requests
 
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.cloud.addresses import is_loopback
 from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
+from skyward.providers.cloud.settings import CloudSettings
 
 JSON = Any  # what json.loads returns
 
@@ -36,7 +37,11 @@ class APIError(ProvisioningError):
         super().__init__(f"{provider} API: {action} failed ({where}): {message}")
 
 
-class _Status(Exception):
+class HTTPStatusError(Exception):
+    """An answer whose status the call does not accept, raised inside a retried call so
+    that :func:`classify` can read its status and ``Retry-After``; every client over
+    requests (this one, Verda's OAuth client) raises this one."""
+
     def __init__(self, response: requests.Response) -> None:
         super().__init__(response.status_code)
         self.response = response
@@ -45,12 +50,7 @@ class _Status(Exception):
 def check_api_url(provider: str, url: str) -> str:
     """``url`` without its trailing slash; plain http only on loopback."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+    if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname)):
         raise ConfigurationError(
             f"{provider}(api_url={url!r}): use https (plain http would send the API key unencrypted; it is "
             "allowed only on a loopback address, for test doubles)"
@@ -59,7 +59,9 @@ def check_api_url(provider: str, url: str) -> str:
 
 
 def classify(exc: BaseException) -> Failure | None:
-    if isinstance(exc, _Status):
+    """How :func:`~skyward.providers.cloud.retry.call_with_retry` sees a requests call's
+    failure: a refused or unreachable connection was never sent (safe to repeat)."""
+    if isinstance(exc, HTTPStatusError):
         return Failure(status=exc.response.status_code, sent=True, headers=dict(exc.response.headers))
     if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
         return Failure(status=None, sent=False, headers={})  # refused or unreachable: never arrived
@@ -101,6 +103,20 @@ class JsonAPI:
         self._sleep = sleep
         self._session = requests.Session()
 
+    @classmethod
+    def for_cloud(
+        cls,
+        provider: str,
+        settings: CloudSettings,
+        api_url: str,
+        key: str,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> JsonAPI:
+        """A client on a cloud config's own ``api_timeout``/``api_retries``/``api_backoff``
+        (the one mapping from settings to client, which VastAI and RunPod had each written)."""
+        backoff = Backoff(attempts=settings.api_retries, base=settings.api_backoff)
+        return cls(provider, api_url, key, timeout=settings.api_timeout, backoff=backoff, sleep=sleep)
+
     def close(self) -> None:
         self._session.close()
 
@@ -129,14 +145,14 @@ class JsonAPI:
                 headers={"Authorization": f"Bearer {self._key}", "User-Agent": f"skyward-{self.provider.lower()}"},
             )
             if response.status_code not in ok:
-                raise _Status(response)
+                raise HTTPStatusError(response)
             return response
 
         try:
             response = call_with_retry(
                 once, method=retry_as or method, classify=classify, backoff=self._backoff, sleep=self._sleep
             )
-        except _Status as exc:
+        except HTTPStatusError as exc:
             raise APIError(self.provider, action, exc.response.status_code, _message(exc.response)) from None
         except requests.RequestException as exc:
             raise APIError(self.provider, action, None, type(exc).__name__) from None

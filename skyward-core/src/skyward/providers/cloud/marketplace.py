@@ -16,6 +16,8 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud.naming import PoolMark
@@ -35,6 +37,21 @@ disk: nothing of it outlives the container)."""
 
 _POOL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 _LABEL = re.compile(r"^skyward-(?P<pool>[a-z0-9][a-z0-9-]{0,40}?)-(?P<expires>\d{9,11})-(?P<node>\d{1,4})$")
+
+
+def check_container(owner: str, image: object, disk_gb: object) -> None:
+    """The settings every marketplace container has: an image name and whole GB of disk
+    (8 GB: the smallest disk the CUDA image and the bootstrap's packages fit on)."""
+    if not isinstance(image, str) or not image.strip():
+        raise ConfigurationError(f"{owner}(image={image!r}) must name a container image")
+    if isinstance(disk_gb, bool) or not isinstance(disk_gb, int) or not 8 <= disk_gb <= 10_000:
+        raise ConfigurationError(f"{owner}(disk_gb={disk_gb!r}) must be whole GB between 8 and 10000")
+
+
+def check_number(owner: str, name: str, value: object, low: float, high: float) -> None:
+    """``value`` is a real number (not a bool) from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ConfigurationError(f"{owner}({name}={value!r}) must be a number from {low:g} to {high:g}")
 
 
 def start_command(script: str) -> list[str]:
@@ -67,6 +84,17 @@ def pool_label(pool_id: str, expires: int, node: int) -> str:
 def parse_pool_label(label: str | None) -> PoolMark | None:
     match = _LABEL.match(label or "")
     return None if match is None else PoolMark(match["pool"], int(match["expires"]))
+
+
+def pool_members(listing: Iterable[Mapping[str, Any]], label_key: str, pool_id: str) -> list[str]:
+    """The ids of the containers in ``listing`` whose label (under ``label_key``: VastAI's
+    ``label``, RunPod's ``name``) marks them as ``pool_id``'s: what a pool's teardown
+    verifies is gone, found the same way on both marketplaces."""
+    return [
+        str(raw["id"])
+        for raw in listing
+        if (mark := parse_pool_label(str(raw.get(label_key) or ""))) is not None and mark.pool_id == pool_id
+    ]
 
 
 # The marketplaces' spellings, upper-cased without spaces or dashes, -> the catalog's model
