@@ -30,6 +30,7 @@ from skyward.api.spec import PoolSpec
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud.naming import lifetime
+from skyward.providers.cloud.parallel import in_parallel
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import NODE_TTL_MARGIN
 from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, normalize_spot, plan_markets, wants_spot
@@ -376,14 +377,13 @@ class AWSDriver(Provider[AWS]):
         # a public address even with SSM: in a default VPC it is the node's only way out (to
         # the package index, S3 and SSM itself); the security group admits nothing from it
         public_ip = True
-        for node in nodes:
+
+        def start_one(node: _Node) -> None:
             body = self.render_user_data(spec, user_data, node)
             tags = infra.pool_tags(spec.pool_id, self._expires_at, name=f"skyward-{spec.pool_id}-node-{node.index}")
             tags.append({"Key": infra.TAG_NODE, "Value": str(node.index)})
 
-            def run_once(
-                market: Market, zone: str, body: str | bytes = body, tags: list[dict[str, str]] = tags
-            ) -> dict[str, Any]:
+            def run_once(market: Market, zone: str) -> dict[str, Any]:
                 assert self.offer is not None and self.image is not None and self.network is not None
                 assert self.group_id is not None
                 request = launch.run_instances_request(
@@ -402,6 +402,7 @@ class AWSDriver(Provider[AWS]):
                     self.instance_ids.append(str(instance["InstanceId"]))
                 return instance
 
+            assert self.offer is not None
             launched = launch.launch_node(
                 node.plan, list(self.offer.zones), run_once, notice=lambda m: emit(Notice(message=m)), sleep=self._sleep
             )
@@ -415,6 +416,8 @@ class AWSDriver(Provider[AWS]):
                 market=launched.market.value,
                 zone=launched.zone,
             )
+
+        in_parallel(start_one, nodes)
         self._await_running(nodes)
         for node in nodes:
             node.address = self.resolver(spec).resolve(node.description)
