@@ -27,6 +27,7 @@ import structlog
 from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.agent.notices import notices_dir
 from skyward.api.spec import PoolSpec
+from skyward.baking import BakedImage, BakeKey, bake_key, being_baked, choose_baked
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud.naming import lifetime
@@ -34,7 +35,7 @@ from skyward.providers.cloud.parallel import in_parallel
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import NODE_TTL_MARGIN
 from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, normalize_spot, plan_markets, wants_spot
-from skyward_aws import ami, iam, infra, interruption, launch, offers, resources
+from skyward_aws import ami, baking, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
 from skyward_aws.endpoints import (
@@ -150,6 +151,9 @@ class AWSDriver(Provider[AWS]):
         self._resolver: EndpointResolver | None = None
         self._expires_at = ""
         self._pool_id = ""
+        self._bake_key: BakeKey | None = None  # Image(bake=True): the key this pool's image bakes under
+        self._baked: BakedImage | None = None  # the baked AMI this pool starts from
+        self._bake_pending = False  # another pool's bake of this key is under way
 
     # -- validate ------------------------------------------------------------------------
 
@@ -232,6 +236,8 @@ class AWSDriver(Provider[AWS]):
             self.image = ami.resolve_image(
                 ec2, self.clients.ssm, ami.image_kind(chosen.device_vendor), chosen.architecture
             )
+        if spec.image.bake:
+            self._choose_baked(spec, emit)
         if self.config.use_ssm:
             self.client_cidr = None  # nothing is opened to the outside
         else:
@@ -246,6 +252,49 @@ class AWSDriver(Provider[AWS]):
             client_cidr=self.client_cidr,
         )
         return chosen
+
+    def _choose_baked(self, spec: PoolSpec, emit: EventSink) -> None:
+        """``Image(bake=True)``: start from this image's baked AMI when one matches its key
+        exactly (skyward.baking.choose_baked); a stale one is left alone."""
+        from skyward.events import Notice
+
+        assert self.image is not None
+        base = self.image.image_id
+        self._bake_key = bake_key(spec.image, self._environment_context(), base)
+        listed = baking.list_baked(self.clients.ec2)
+        self._baked = choose_baked(listed, self._bake_key)
+        self._bake_pending = being_baked(listed, self._bake_key)
+        if self._baked is not None:
+            self.image = ami.ResolvedImage(self._baked.id, f"baked:{base}")
+            emit(Notice(message=f"starting from baked image {self._baked.id}: apt, uv and the environment are skipped"))
+
+    def bake(self, spec: PoolSpec, handle: NodeHandle, emit: EventSink) -> BakedImage | None:
+        """The Bakes ability: CreateImage from ``handle`` when the pool asked to bake and
+        started without a matching baked AMI. A failure is a Notice, never the pool's."""
+        from skyward.events import Notice
+
+        if self._bake_key is None or self._baked is not None or self._bake_pending:
+            return None
+        try:
+            made = baking.create_baked(self.clients.ec2, handle.instance_id, self._bake_key, spec.pool_id)
+        except Exception as error:
+            emit(Notice(message=f"could not bake an image from {handle.instance_id}: {error}"))
+            return None
+        emit(
+            Notice(
+                message=f"baking image {made.id} from {handle.instance_id}: the next pool with this Image starts "
+                f"from it. It bills for its snapshot (about ${baking.SNAPSHOT_PRICE_GB_MONTH:.2f} per GB-month) "
+                "until `skyward down` deletes it"
+            )
+        )
+        return made
+
+    def _environment_context(self) -> BootstrapContext:
+        """What every node's environment is built from (its key), without per-node steps."""
+        from skyward.bootstrap import client_requirements
+
+        core, pinned = client_requirements()
+        return BootstrapContext(local=False, skyward_requirement=core, pinned=tuple(pinned), home=NODE_HOME)
 
     def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -320,6 +369,7 @@ class AWSDriver(Provider[AWS]):
             pinned=tuple(pinned),
             extra_steps=tuple(steps),
             home=NODE_HOME,
+            baked=self._baked is not None,
         )
 
     def render_user_data(self, spec: PoolSpec, user_data: UserDataFactory, node: _Node) -> str | bytes:

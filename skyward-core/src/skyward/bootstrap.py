@@ -14,6 +14,8 @@ from skyward.agent.config import STEP_MARKER, STEPS_ENV
 from skyward.image import BootstrapContext, Image
 
 ENV_COMPLETE = ".skyward-complete"
+TTL_MARKER = "/tmp/skyward-ttl-armed"
+BAKED_STEP = "baked"
 
 
 def _q(value: str) -> str:
@@ -38,11 +40,13 @@ def _ttl(ttl: int, ctx: BootstrapContext) -> str:
     minutes = max(1, math.ceil(ttl / 60))
     # Armed before anything else can fail, so a broken bootstrap still ends the instance.
     # With InstanceInitiatedShutdownBehavior=terminate (or a provider's equivalent),
-    # shutting down deletes the instance.
-    return f"""if [ "$(id -u)" = 0 ] && [ ! -f "$SKYWARD_HOME/ttl-armed" ]; then
+    # shutting down deletes the instance. The marker lives in /tmp, which boot empties,
+    # as a scheduled shutdown does not outlive a reboot either: a machine started from a
+    # baked image (a copy of a node's disk, marker and all) arms its own TTL.
+    return f"""if [ "$(id -u)" = 0 ] && [ ! -f {TTL_MARKER} ]; then
   shutdown -h +{minutes} "skyward: pool TTL of {ttl} s reached" >/dev/null 2>&1 \\
     || nohup sh -c 'sleep {ttl}; poweroff -f' >/dev/null 2>&1 &
-  touch "$SKYWARD_HOME/ttl-armed"
+  touch {TTL_MARKER}
 fi"""
 
 
@@ -144,6 +148,23 @@ flock -u 9
 PY="$ENV_DIR/bin/python\""""
 
 
+def _from_baked(image: Image, ctx: BootstrapContext, environment: str) -> str:
+    """On a machine started from a baked image: its environment is there, so apt, uv and
+    the environment are skipped and the step ``baked`` says so; on one whose environment
+    is missing (a baked image made from another one), every step runs as usual."""
+    env_dir = f"$SKYWARD_HOME/envs/{environment_key(image, ctx)}"
+    baked = _step(BAKED_STEP)
+    return f"""
+# --- baked image: the environment is already on this disk
+if [ -f "{env_dir}/{ENV_COMPLETE}" ]; then
+{baked}
+PY="{env_dir}/bin/python"
+else
+{environment.strip()}
+fi
+"""
+
+
 def _check(image: Image) -> str:
     """Refuses to start an agent whose Python minor or cloudpickle differ from the client's."""
     import cloudpickle
@@ -171,6 +192,10 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
     home = ctx.home or "$HOME/.skyward"
     env_lines = "\n".join(f"export {k}={_q(v)}" for k, v in image.env.items())
     agent_env = "\n".join(f"export {k}={v}" for k, v in ctx.quoted_env())
+    environment = [_section("apt", _apt(image, ctx))]
+    if needs_environment(image, ctx):
+        environment.append(_section("uv", _uv(ctx)))
+    environment.append(_section("deps", _deps(image, ctx)))
     parts = [
         "#!/usr/bin/env bash",
         f"# Skyward bootstrap for image {image.content_hash()} (Python {image.python}).",
@@ -185,11 +210,11 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         'mkdir -p "$SKYWARD_HOME"',
         f"{STEPS_ENV}=",
         _section("ttl", _ttl(ttl, ctx)),
-        _section("apt", _apt(image, ctx)),
     ]
-    if needs_environment(image, ctx):
-        parts.append(_section("uv", _uv(ctx)))
-    parts.append(_section("deps", _deps(image, ctx)))
+    if ctx.baked and not ctx.local and needs_environment(image, ctx):
+        parts.append(_from_baked(image, ctx, "".join(environment)))
+    else:
+        parts += environment
     for name, script in ctx.extra_steps:
         parts.append(_section(name, script))
     if not ctx.start_agent:
