@@ -41,7 +41,7 @@ def ensure_venv(dev: bool) -> None:
     pip = [PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     editable = [arg for p in (PACKAGES if dev else PACKAGES[:1]) for arg in ("-e", ROOT / p)]
     if dev:
-        run(*pip, "-r", ROOT / "requirements-dev.txt", *editable, ROOT / "tests" / "plugin_example")
+        run(*pip, "-r", ROOT / "requirements-dev.txt", *editable, "-e", ROOT / "tests" / "plugin_example")
     else:
         run(*pip, *editable)
     STAMP.write_text(wanted)
