@@ -26,6 +26,7 @@ with nothing but loopback up: it re-executes itself under ``unshare --net`` (roo
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -43,6 +44,8 @@ TESTS = ROOT / "tests"
 for _path in (ROOT, TESTS):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+from skyward.bootstrap import STEP_TIMES  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 README = ROOT / "bench" / "README.md"
@@ -77,6 +80,7 @@ class Cloud:
 
     config: Any
     api_config: Any
+    harness: Any  # skyward.testing.EmulatedInstances: where each node's step times lie
     fake: Any = None  # a fake API whose machines the harness runs: detached for API runs
 
 
@@ -132,6 +136,7 @@ def aws_cloud() -> Iterator[Cloud]:
             ),
             # API phases alone: each instance's "agent" is a loopback listener (tests/aws/listeners.py)
             api_config=skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=60, endpoint_resolver=listeners),
+            harness=harness,
         )
     finally:
         listeners.close()
@@ -174,10 +179,10 @@ def fake_cloud(name: str) -> Iterator[Cloud]:
     fake.start()
     try:
         world = emulate(fake, shut_down)
-        next(world)
+        machines = next(world)
         try:
             config = make()
-            yield Cloud(config=config, api_config=config, fake=fake)
+            yield Cloud(config=config, api_config=config, harness=machines.harness, fake=fake)
         finally:
             world.close()
     finally:
@@ -195,12 +200,29 @@ def inc(x: int) -> int:
     return x + 1
 
 
+def step_seconds(record: str) -> dict[str, float]:
+    """Seconds each bootstrap step took, from a node's ``bootstrap-times`` (a step's name
+    and when it began, a line each): until the next step began. The last step (the
+    agent's start) has no end there: the bootstrap phase measures it."""
+    marks = [(name, float(stamp)) for name, _, stamp in (line.partition(" ") for line in record.splitlines()) if stamp]
+    took: dict[str, float] = {}
+    for (name, began), (_, ended) in itertools.pairwise(marks):
+        if name != "start":
+            took[name] = took.get(name, 0.0) + ended - began
+    return took
+
+
 def phases(
-    provider: str, nodes: int, events: list[tuple[float, object]], t0: float, t_open: float, t_result: float
+    provider: str,
+    nodes: int,
+    events: list[tuple[float, object]],
+    t0: float,
+    t_open: float,
+    t_result: float,
+    records: list[str] = [],  # noqa: B006 (never mutated)
 ) -> Start:
     from skyward.events import (
         BootstrapCompleted,
-        BootstrapProgress,
         InstanceLaunching,
         InstanceProvisioned,
     )
@@ -214,11 +236,10 @@ def phases(
     launching = first(InstanceLaunching)
     provisioned = last(InstanceProvisioned)
     completed = last(BootstrapCompleted)
-    step_seconds: dict[str, list[float]] = {}
-    for _, event in events:
-        if isinstance(event, BootstrapProgress) and "=" in event.step:
-            name, _, seconds = event.step.partition("=")
-            step_seconds.setdefault(name, []).append(float(seconds))
+    per_step: dict[str, list[float]] = {}
+    for record in records:
+        for name, seconds in step_seconds(record).items():
+            per_step.setdefault(name, []).append(seconds)
     return Start(
         provider=provider,
         nodes=nodes,
@@ -227,22 +248,24 @@ def phases(
         provision=provisioned - launching,
         bootstrap=completed - provisioned,
         first_result=t_result - t_open,
-        steps={k: statistics.median(v) for k, v in step_seconds.items()},
+        steps={k: statistics.median(v) for k, v in per_step.items()},
     )
 
 
-def start_once(provider_name: str, config: Any, nodes: int) -> Start:
+def start_once(provider_name: str, emulated: Cloud, nodes: int) -> Start:
     from skyward import ComputePool, compute
 
     remote = compute(inc)
     events: list[tuple[float, object]] = []
     record = lambda e: events.append((time.monotonic(), e))  # noqa: E731
     t0 = time.monotonic()
-    with ComputePool(provider=config, nodes=nodes, display="quiet", on_event=record, timeout=900) as pool:
+    with ComputePool(provider=emulated.config, nodes=nodes, display="quiet", on_event=record, timeout=900) as pool:
         t_open = time.monotonic()
         assert remote(1) >> pool == 2
         t_result = time.monotonic()
-    return phases(provider_name, nodes, events, t0, t_open, t_result)
+        homes = [emulated.harness.instance(n.instance_id).directory / "home" / ".skyward" for n in pool.nodes]
+    records = [(home / STEP_TIMES).read_text() for home in homes if (home / STEP_TIMES).exists()]
+    return phases(provider_name, nodes, events, t0, t_open, t_result, records)
 
 
 def median_start(runs: list[Start]) -> Start:
@@ -348,7 +371,12 @@ def markdown(starts: list[Start], apis: list[Start], mode: str, plot: str | None
     stepped = [s for s in starts if s.steps]
     if stepped:
         names = list(dict.fromkeys(k for s in stepped for k in s.steps))
-        lines += ["", "Bootstrap steps (median seconds per node, from the agent's hello):", ""]
+        lines += [
+            "",
+            "Bootstrap steps (median seconds per node, from each node's `$SKYWARD_HOME/bootstrap-times`; "
+            "the last step, the agent's start, counts in the bootstrap phase only):",
+            "",
+        ]
         lines += ["| provider | nodes | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
         for s in stepped:
             cells = " | ".join(f"{s.steps.get(n, 0):.2f}" for n in names)
@@ -442,7 +470,7 @@ def main(argv: list[str]) -> int:
         with cloud(provider) as emulated:
             with without_machines(emulated.fake):
                 api_once(provider, emulated.api_config, 1)  # warm-up: imports, connections
-            start_once(provider, emulated.config, 1)  # warm-up: the uv mirror's caches
+            start_once(provider, emulated, 1)  # warm-up: the uv mirror's caches
             # API runs interleave the sizes round by round: what an emulator accumulates
             # (moto keeps every terminated instance, which each start's sweep lists) then
             # weighs on every size alike
@@ -462,7 +490,7 @@ def main(argv: list[str]) -> int:
             for nodes in sizes:
                 if nodes > args.max_started:
                     continue
-                start = median_start([start_once(provider, emulated.config, nodes) for _ in range(args.rounds)])
+                start = median_start([start_once(provider, emulated, nodes) for _ in range(args.rounds)])
                 starts.append(start)
                 print(
                     f"{provider:13} {nodes:3} nodes: API {start.api:6.2f} s (prepare {start.prepare:.2f}, "

@@ -15,6 +15,7 @@ from skyward.image import BootstrapContext, Image
 
 ENV_COMPLETE = ".skyward-complete"
 TTL_MARKER = "/tmp/skyward-ttl-armed"
+STEP_TIMES = "bootstrap-times"  # one line per step: its name and when it began (Unix seconds)
 BAKED_STEP = "baked"
 
 
@@ -24,8 +25,13 @@ def _q(value: str) -> str:
 
 def _step(title: str) -> str:
     """Announces a step on stdout (the Local provider follows it) and records it for the
-    agent to report (cloud nodes, whose stdout nobody reads while they boot)."""
-    return f'echo "{STEP_MARKER} {title}"\n{STEPS_ENV}+={_q(" " + title)}'
+    agent to report (cloud nodes, whose stdout nobody reads while they boot), with the
+    time it began in ``$STEP_TIMES`` (a cloud node's ``$SKYWARD_HOME/bootstrap-times``,
+    which bench/cloudstart.py reads; ``/dev/null`` on Local, whose nodes share a home)."""
+    return (
+        f'echo "{STEP_MARKER} {title}"\n{STEPS_ENV}+={_q(" " + title)}\n'
+        f'echo "{title} ${{EPOCHREALTIME:-$(date +%s.%N)}}" >>"$STEP_TIMES"'
+    )
 
 
 def _section(title: str, body: str) -> str:
@@ -208,6 +214,8 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         'export HOME="${HOME:-/root}"',
         f'SKYWARD_HOME="${{SKYWARD_HOME:-{home}}}"',
         'mkdir -p "$SKYWARD_HOME"',
+        "STEP_TIMES=/dev/null" if ctx.local else f'STEP_TIMES="$SKYWARD_HOME/{STEP_TIMES}"',
+        'echo "start ${EPOCHREALTIME:-$(date +%s.%N)}" >"$STEP_TIMES"',
         f"{STEPS_ENV}=",
         _section("ttl", _ttl(ttl, ctx)),
     ]
