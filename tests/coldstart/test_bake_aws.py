@@ -4,11 +4,13 @@ stale bake is never used."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import pytest
 from aws.conftest import CLIENT_CIDR, AwsWorld, Emulation
+from typer.testing import CliRunner
 
 import skyward
 from skyward import ComputePool, compute
@@ -95,3 +97,32 @@ def test_a_baked_ami_of_another_skyward_version_is_never_used(aws: AwsWorld, emu
     assert "baked" not in steps and "deps" in steps
     versions = sorted(_tags(i)[LABEL_VERSION] for i in _baked(aws, image))
     assert versions == sorted(["0.0.0-old", skyward.__version__])  # a fresh bake replaces the stale one's use
+
+
+def test_skyward_ls_lists_baked_amis_and_only_down_baked_deletes_them_with_their_snapshots(aws: AwsWorld) -> None:
+    from skyward.baking import BakeKey
+    from skyward.cli.app import make_app
+    from skyward_aws.baking import _snapshots, create_baked
+
+    reservation = aws.ec2.run_instances(ImageId=aws.images[0].image_id, InstanceType="t3.micro", MinCount=1, MaxCount=1)
+    instance_id = reservation["Instances"][0]["InstanceId"]
+    key = BakeKey(uuid.uuid4().hex[:12], "env", skyward.__version__, aws.images[0].image_id)
+    made = create_baked(aws.ec2, instance_id, key, "p1")
+    snapshots = _snapshots(aws.ec2, made.id)
+    runner = CliRunner()
+
+    listed = runner.invoke(make_app(), ["ls", "--json", "--provider", "aws"])
+    assert listed.exit_code == 0, listed.output
+    (baked,) = [r for r in json.loads(listed.stdout)["resources"] if r["id"] == made.id]
+    assert baked["pool_id"] == "baked" and baked["kind"] == "baked-image" and baked["expires_at"] is None
+    assert key.image_hash in baked["name"]
+
+    assert runner.invoke(make_app(), ["down", "--expired", "--provider", "aws"]).exit_code == 0
+    assert aws.ec2.describe_images(ImageIds=[made.id])["Images"]  # never expires: --expired leaves it
+
+    down = runner.invoke(make_app(), ["down", "baked", "--provider", "aws"])
+    assert down.exit_code == 0, down.output
+    assert not [i for i in aws.ec2.describe_images(Owners=["self"])["Images"] if i["ImageId"] == made.id]
+    left = aws.ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]
+    assert snapshots and not {s["SnapshotId"] for s in left} & set(snapshots)  # what billed is gone
+    aws.ec2.terminate_instances(InstanceIds=[instance_id])

@@ -28,6 +28,12 @@ LABEL_VERSION = "skyward:version"
 LABEL_BASE = "skyward:base-image"
 LABEL_BAKED_FROM = "skyward:baked-from"  # the instance whose disk it copies
 
+BAKED_POOL = "baked"
+"""The pool id `skyward ls` shows baked images under (they belong to no pool and never
+expire): ``skyward down baked`` deletes them all, ``--all`` too, ``--expired`` never."""
+BAKED_IMAGE = "baked-image"  # their kind in `skyward ls`
+HOURS_PER_MONTH = 730.0  # how clouds turn a monthly storage price into an hourly one
+
 
 @dataclass(frozen=True, slots=True)
 class BakeKey:
