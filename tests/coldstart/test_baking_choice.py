@@ -64,3 +64,14 @@ def test_bake_is_not_part_of_the_environment_and_survives_with_pip_and_with_env(
 def test_bake_takes_a_bool_only() -> None:
     with pytest.raises(ConfigurationError, match=r"Image\(bake='yes'\) takes True or False"):
         Image(bake="yes")  # type: ignore[arg-type]
+
+
+def test_a_provider_that_cannot_bake_says_so_and_starts_as_usual() -> None:
+    import skyward
+    from skyward.events import Notice
+
+    seen: list[object] = []
+    with skyward.ComputePool(provider=skyward.Local(), image=Image(bake=True), display="quiet", on_event=seen.append):
+        pass
+    notices = [e.message for e in seen if isinstance(e, Notice)]
+    assert "Image(bake=True): the local provider does not bake images" in notices
