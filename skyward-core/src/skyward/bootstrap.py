@@ -71,11 +71,25 @@ if [ -n "$missing" ]; then
     "install them yourself (sudo apt-get install$missing) or use a cloud provider."
 fi"""
     packages = " ".join(_q(p) for p in image.apt)
+    # In the background: the Python environment does not need system packages, except a
+    # source build that compiles against them, which _deps retries after waiting (apt
+    # and the environment are each tens of seconds on a fresh node: they now overlap).
     return f"""export DEBIAN_FRONTEND=noninteractive
-if ! dpkg-query -W {names} >/dev/null 2>&1; then
-  for i in 1 2 3 4 5; do apt-get update -q && break || sleep 5; done
-  apt-get install -y -q --no-install-recommends {packages}
-fi"""
+(
+  if ! dpkg-query -W {names} >/dev/null 2>&1; then
+    for i in 1 2 3 4 5; do apt-get update -q && break || sleep 5; done
+    apt-get install -y -q --no-install-recommends {packages}
+  fi
+) >"$SKYWARD_HOME/apt.log" 2>&1 &
+APT_PID=$!"""
+
+
+APT_WAIT = """APT_PID=
+apt_done() {  # wait for the apt packages installing in the background (no-op when none)
+  [ -z "$APT_PID" ] && return 0
+  local pid=$APT_PID; APT_PID=
+  wait "$pid" || { cat "$SKYWARD_HOME/apt.log" >&2; fail "apt-get could not install Image(apt=...)"; }
+}"""
 
 
 def _uv(ctx: BootstrapContext) -> str:
@@ -144,10 +158,13 @@ mkdir -p "$SKYWARD_HOME/envs"
 exec 9>"$ENV_DIR.lock"
 flock 9   # nodes sharing a disk build each environment once
 if [ ! -f "$ENV_DIR/{ENV_COMPLETE}" ]; then
-  rm -rf "$ENV_DIR"
-  "$UV" venv --quiet --python {_q(python)} "$ENV_DIR"
   {building}
-  "$UV" pip install --quiet --python "$ENV_DIR/bin/python" {index}{packages}
+  build_env() {{
+    rm -rf "$ENV_DIR" && "$UV" venv --quiet --python {_q(python)} "$ENV_DIR" &&
+      "$UV" pip install --quiet --python "$ENV_DIR/bin/python" {index}{packages}
+  }}
+  # built while apt runs; a build that needed a system package is tried again after it
+  build_env || {{ apt_done; build_env; }} || fail "could not build the Python environment"
   touch "$ENV_DIR/{ENV_COMPLETE}"
 fi
 flock -u 9
@@ -209,6 +226,7 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         "set -euo pipefail",
         "umask 077",
         'fail() { echo "skyward bootstrap: $*" >&2; exit 3; }',
+        APT_WAIT,
         # cloud-init runs user-data without HOME; with "set -u" a bare $HOME would abort
         'export HOME="${HOME:-$(getent passwd "$(id -un)" | cut -d: -f6)}"',
         'export HOME="${HOME:-/root}"',
@@ -223,6 +241,7 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         parts.append(_from_baked(image, ctx, "".join(environment)))
     else:
         parts += environment
+    parts.append("\napt_done  # plugin steps and the agent may need the system packages")
     for name, script in ctx.extra_steps:
         parts.append(_section(name, script))
     if not ctx.start_agent:
