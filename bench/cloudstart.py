@@ -404,6 +404,8 @@ def draw(starts: list[Start], path: Path) -> bool:
     except ImportError:
         return False
     providers = list(dict.fromkeys(s.provider for s in starts))
+    if not providers:
+        return False
     fig, axes = plt.subplots(1, len(providers), figsize=(4.5 * len(providers), 3.6), squeeze=False)
     colors = {"prepare": "#4c72b0", "provision": "#55a868", "bootstrap": "#c44e52", "first_result": "#8172b2"}
     for ax, provider in zip(axes[0], providers, strict=True):
