@@ -1,7 +1,7 @@
 """The one switch every example shares: where its pool runs.
 
 ``SKYWARD_PROVIDER`` unset (or ``local``) runs on :class:`skyward.Local`, processes on
-this machine, which is how CI runs every example. ``aws``, ``digitalocean`` or ``verda``
+this machine, which is how CI runs every example. ``aws``, ``digitalocean``, ``verda``, ``vastai`` or ``runpod``
 runs on that cloud with its credentials from the environment (see docs/providers.md).
 
 Examples that only mean something on a cloud (spot, MIG, S3 volumes) call
@@ -17,7 +17,14 @@ from typing import Any
 
 import skyward as sky
 
-CLASSES = {"local": "Local", "aws": "AWS", "digitalocean": "DigitalOcean", "verda": "Verda"}
+CLASSES = {
+    "local": "Local",
+    "aws": "AWS",
+    "digitalocean": "DigitalOcean",
+    "verda": "Verda",
+    "vastai": "VastAI",
+    "runpod": "RunPod",
+}
 CHOICES = tuple(CLASSES)
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "example",
@@ -25,6 +32,8 @@ FAKE_CREDENTIALS = {
     "DIGITALOCEAN_TOKEN": "example",
     "VERDA_CLIENT_ID": "example",
     "VERDA_CLIENT_SECRET": "example",
+    "VAST_API_KEY": "example",
+    "RUNPOD_API_KEY": "example",
 }
 
 

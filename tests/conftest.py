@@ -4,8 +4,39 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from skip_policy import required_import_skipped, required_imports
+
+_REQUIRED = required_imports((Path(__file__).resolve().parents[1] / "requirements-dev.txt").read_text())
+
+
+def _fail_required_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    """A skip for want of a package the test requirements pin is a broken install: fail."""
+    if not report.skipped or os.environ.get("SKYWARD_TEST_ALLOW_MISSING") == "1":
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    module = required_import_skipped(reason, _REQUIRED)
+    if module is not None:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{reason}: {module} is pinned in requirements-dev.txt, so missing it is a broken install, "
+            "not a reason to skip (install the test requirements, or set SKYWARD_TEST_ALLOW_MISSING=1 locally)"
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _fail_required_skip(outcome.get_result())  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _fail_required_skip(outcome.get_result())  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,10 @@ from skyward import events as ev
 
 # Events that come when something happens rather than once per phase; the rest of the
 # union, which lists the events in the order of a pool's life, are the phases.
-OCCASIONAL = (ev.Metrics, ev.LogLine, ev.TaskProgress, ev.CostUpdate, ev.Error, ev.InstanceInterrupted, ev.Notice)
+OCCASIONAL = (
+    ev.Metrics, ev.LogLine, ev.TaskProgress, ev.CostUpdate, ev.Error, ev.InstanceInterrupted, ev.Notice,
+    ev.CandidateFailed,
+)  # fmt: skip
 ORDER = tuple(t.__name__ for t in ev.EVENT_TYPES if t not in OCCASIONAL)
 
 
@@ -21,7 +24,8 @@ def lifecycle_problems(events: Sequence[Any], nodes: int, *, priced: bool = Fals
     """What is wrong with ``events`` as the whole life of a pool of ``nodes`` nodes
     (empty when nothing is): each phase present and in order, one InstanceProvisioned,
     BootstrapCompleted and InstanceStopping per node, CostFinal last and counting every
-    node once; with ``priced``, CostFinal charged a non-zero hourly rate (a cloud)."""
+    node once and naming the provider and region; with ``priced``, CostFinal charged a
+    non-zero hourly rate (a cloud)."""
     kinds = [type(e).__name__ for e in events]
     problems = [f"no {kind}" for kind in ORDER if kind not in kinds]
     if problems:
@@ -40,6 +44,8 @@ def lifecycle_problems(events: Sequence[Any], nodes: int, *, priced: bool = Fals
     final = events[-1]
     if isinstance(final, ev.CostFinal) and final.spot_count + final.ondemand_count != nodes:
         problems.append(f"CostFinal counts {final.spot_count} spot + {final.ondemand_count} on-demand for {nodes}")
+    if isinstance(final, ev.CostFinal) and not (final.provider and final.region):
+        problems.append(f"CostFinal does not name the provider and region the pool ran on: {final}")
     if isinstance(final, ev.CostFinal) and priced and not (final.hourly_rate > 0 and final.total_cost > 0):
         problems.append(f"a priced provider's CostFinal charged nothing: {final}")
     return problems

@@ -105,8 +105,18 @@ def serve(make: Callable[[], F], name: str) -> Iterator[F]:
     fake.start()
     try:
         yield fake
+        fail_on_violations(fake, name)
     finally:
         fake.stop()
+
+
+def fail_on_violations(fake: Any, name: str) -> None:
+    """Fail the test whose fake API recorded a violation. A fake answers what the real API
+    would (a firewall open to 0.0.0.0/0 still gets 202) and records why that was wrong; a
+    test that forgot to look must not pass."""
+    violations = list(fake.violations)
+    if violations:
+        pytest.fail(f"the fake {name} API recorded violations: " + "; ".join(violations), pytrace=False)
 
 
 # -- emulated machines -----------------------------------------------------------------------

@@ -77,3 +77,6 @@ def test_a_refused_token_is_one_line_per_provider_and_a_non_zero_exit(
     first, last = result.stderr.strip().splitlines()
     assert first.startswith("digitalocean: credentials not accepted: ") and "401" in first
     assert last.startswith("skyward: no provider has usable credentials")
+    # The wrong token was sent on purpose: the fake must have seen it (and nothing else wrong).
+    assert fake_do.violations and all("without the right bearer token" in v for v in fake_do.violations)
+    fake_do.violations.clear()

@@ -15,7 +15,7 @@ import pytest
 from do_support import finish, make_spec, nothing_left, run
 from fakes.digitalocean import FakeDigitalOcean
 
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import NoOfferError, ProvisioningError
 from skyward.events import BootstrapStarting, InstanceLaunching, InstanceProvisioned, Notice
 from skyward_digitalocean import DigitalOcean
 from skyward_digitalocean.driver import DigitalOceanDriver
@@ -76,6 +76,9 @@ def test_the_token_is_checked_and_never_sent_to_a_droplet(fake_do: FakeDigitalOc
     with pytest.raises(ProvisioningError, match=r"401.*Unable to authenticate"):
         driver.prepare(make_spec(do_config), [].append)
     driver.teardown()
+    # The wrong token was sent on purpose: the fake must have seen it (and nothing else wrong).
+    assert fake_do.violations and all("without the right bearer token" in v for v in fake_do.violations)
+    fake_do.violations.clear()
 
 
 def test_a_partial_launch_failure_deletes_what_was_made(fake_do: FakeDigitalOcean, do_config: DigitalOcean) -> None:
@@ -108,7 +111,7 @@ def test_no_capacity_says_what_to_try(fake_do: FakeDigitalOcean, do_config: Digi
 def test_a_size_offered_elsewhere_names_the_regions(fake_do: FakeDigitalOcean, do_token: str) -> None:
     config = DigitalOcean(region="nyc1", api_url=fake_do.url, address_url=f"{fake_do.url}/whoami")
     driver = DigitalOceanDriver(config)
-    with pytest.raises(ConfigurationError) as info:
+    with pytest.raises(NoOfferError) as info:  # another region or provider may offer it: failover moves on
         driver.prepare(make_spec(config, accelerator="H100"), [].append)
     assert "gpu-h100x1-80gb, the smallest size that fits, is not offered in nyc1" in str(info.value)
     assert "tor1" in str(info.value)

@@ -31,6 +31,11 @@ def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld,
     with ComputePool(provider=do_config, nodes=2, display="quiet", on_event=seen.append) as pool:
         ids = [n.instance_id for n in pool.nodes]
         assert all(harness.is_running(i) for i in ids)
+        # The user-data the droplets really got (the whole bootstrap, agent start included)
+        # carries no API token.
+        user_data = [fake.droplets[int(i)].user_data for i in ids]
+        assert all("# Skyward bootstrap for image" in u and "-m skyward.agent" in u for u in user_data)
+        assert not any(fake.token in u for u in user_data)
         first = where(3) >> pool
         assert first[0] == 9 and first[3] == 2
         every = where(2) @ pool

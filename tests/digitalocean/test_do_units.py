@@ -205,3 +205,14 @@ def test_capacity_errors_say_what_to_try() -> None:
     assert "another size" in text and "later" in text
     limit = DigitalOceanAPIError("create droplet", 422, "unprocessable_entity", "will exceed your droplet limit", {})
     assert "limit" in str(explain_create_error(limit, size, "tor1", 0, 1))
+
+
+def test_a_test_whose_fake_recorded_a_violation_fails() -> None:
+    from types import SimpleNamespace
+
+    from providers_support import fail_on_violations
+
+    fail_on_violations(SimpleNamespace(violations=[]), "DigitalOcean")  # nothing recorded: passes
+    recorded = SimpleNamespace(violations=["inbound rule open to the whole internet: 0.0.0.0/0"])
+    with pytest.raises(pytest.fail.Exception, match=r"0\.0\.0\.0/0"):
+        fail_on_violations(recorded, "DigitalOcean")

@@ -22,6 +22,8 @@ PLACEHOLDER_CREDENTIALS = {
     "DIGITALOCEAN_TOKEN": "docs-snippet",
     "VERDA_CLIENT_ID": "docs-snippet",
     "VERDA_CLIENT_SECRET": "docs-snippet",
+    "VAST_API_KEY": "docs-snippet",
+    "RUNPOD_API_KEY": "docs-snippet",
 }
 SNIPPETS = [s for page in documentation_pages() for s in snippets_in(page)]
 

@@ -1,22 +1,5 @@
 """Emulated cloud instances for provider tests: now public, in ``skyward.testing`` (see
-README.md); these names stay for the tests that import them from here."""
+README.md); the tests that import them from here get that one list, not a copy of it."""
 
-from skyward.testing.instances import (
-    AgentEndpoint,
-    EmulatedInstance,
-    EmulatedInstances,
-    UnsafeUserData,
-    check_user_data,
-    decode_user_data,
-)
-from skyward.testing.stubs import recorder
-
-__all__ = [
-    "AgentEndpoint",
-    "EmulatedInstance",
-    "EmulatedInstances",
-    "UnsafeUserData",
-    "check_user_data",
-    "decode_user_data",
-    "recorder",
-]
+from skyward.testing import *  # noqa: F403
+from skyward.testing import __all__ as __all__

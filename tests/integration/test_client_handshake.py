@@ -78,7 +78,7 @@ class FakeNode:
                     }
                     self.agent.send_multipart([frames[0], wire.INFO, wire.encode_json(info)])
                 elif sock is self.worker and frames[1][:1] == wire.TASKS:
-                    (task_id, _count), *_ = wire.unpack_tasks(frames[1])
+                    (task_id, _count, _window), *_ = wire.unpack_tasks(frames[1])
                     self.received.append(task_id)
                     result = serialize.dumps("ran on the fake worker")
                     reply = wire.pack_results([(task_id, wire.Status.OK, len(result), 0.0)])

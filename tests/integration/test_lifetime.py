@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
 
@@ -17,11 +18,13 @@ GRACE = 3.0
 
 
 def _agent_processes(pool_id: str) -> list[psutil.Process]:
+    """The agents of a Local pool: ``python -m skyward.agent`` running in a node directory
+    of the pool's run directory (``.../skyward-<pool id>-*/node-<i>``)."""
     found = []
-    for proc in psutil.process_iter(["cmdline", "environ"]):
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
         try:
-            cmd = " ".join(proc.info["cmdline"] or [])
-            if "skyward.agent" in cmd and pool_id in str((proc.info["environ"] or {}).get("SKYWARD_AGENT_CONFIG", "")):
+            cmd = proc.info["cmdline"] or []
+            if cmd[-2:] == ["-m", "skyward.agent"] and f"skyward-{pool_id}-" in (proc.info["cwd"] or ""):
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
@@ -53,18 +56,39 @@ def test_agents_exit_within_the_grace_period_after_the_client_is_killed() -> Non
         import time, skyward as sky
         pool = sky.ComputePool(nodes=2, display="quiet", provider=sky.Local(grace_period={GRACE}))
         pool.open()
-        print(pool.spec.pool_id, flush=True)
+        print(pool.spec.pool_id, pool._driver.run_dir, flush=True)
         time.sleep(600)
         """
     )
     client = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert client.stdout is not None
-    pool_id = client.stdout.readline().strip()
-    procs = _tree(_agent_processes(pool_id))
-    assert len(procs) == 4
+    pool_id, run_dir = client.stdout.readline().split()
+    agents = _agent_processes(pool_id)
+    workers = _tree(agents)[len(agents) :]
+    assert len(agents) == 2 and len(workers) == 2
     client.send_signal(signal.SIGKILL)
     client.wait()
     killed_at = time.monotonic()
-    _, alive = psutil.wait_procs(procs, timeout=GRACE + 10)
+    # The client's last ping reached the agents at most a second before it died, so they
+    # must still be running a little under GRACE after the kill ...
+    time.sleep(max(0.0, killed_at + GRACE - 1.5 - time.monotonic()))
+    early = [p for p in agents if not p.is_running() or p.status() == psutil.STATUS_ZOMBIE]
+    assert not early, f"agents exited {time.monotonic() - killed_at:.1f} s after the kill, before their grace period"
+    # ... and gone, with their workers (PDEATHSIG), within GRACE plus the agent's poll
+    # interval and some slack for a loaded machine.
+    _, alive = psutil.wait_procs(agents + workers, timeout=max(0.0, killed_at + GRACE + 2.0 - time.monotonic()))
+    alive = [p for p in alive if _running(p)]  # an exited process its new parent has not reaped yet is gone
     assert not alive, f"still running {time.monotonic() - killed_at:.1f} s after the client died: {alive}"
-    assert os.path.exists("/proc")  # (Linux: workers follow their agent through PDEATHSIG)
+    # The dead client's run directory (sockets, node scripts, logs) stays behind until the
+    # next pool starts on this machine, which sweeps it.
+    assert os.path.isdir(run_dir)
+    with sky.ComputePool(nodes=1, display="quiet") as pool:
+        assert Path(run_dir) in pool._driver.swept  # type: ignore[attr-defined]
+    assert not os.path.exists(run_dir)
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

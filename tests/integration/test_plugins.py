@@ -50,3 +50,29 @@ def test_a_provider_failing_to_launch_leaves_nothing() -> None:
 def test_unknown_distributed_backend_lists_the_available_ones() -> None:
     with pytest.raises(AttributeError, match=r"no backend 'nonexistent'.*tagged"):
         _ = sky.distributed.nonexistent
+
+
+def test_importing_a_name_whose_plugin_is_missing_keeps_the_install_hint() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import skyward\n"
+        "from skyward.plugins.registry import registry\n"
+        "registry.unregister(registry.pm.get_plugin('aws'))  # as if skyward-aws were not installed\n"
+        "try:\n"
+        "    from skyward import AWS\n"
+        "except ImportError as exc:\n"
+        "    print('import:', type(exc).__name__, exc)\n"
+        "print('hasattr:', hasattr(skyward, 'AWS'))\n"
+        "try:\n"
+        "    skyward.AWS\n"
+        "except AttributeError as exc:\n"
+        "    print('attribute:', exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    hint = "pip install 'skyward[aws]'"
+    lines = out.splitlines()
+    assert lines[0].startswith("import: PluginMissingError") and hint in lines[0]
+    assert lines[1] == "hasattr: False"  # hasattr and getattr still get an AttributeError
+    assert lines[2].startswith("attribute:") and hint in lines[2]

@@ -9,7 +9,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-import cloudpickle
+import psutil
 import pytest
 import zmq
 
@@ -26,21 +26,33 @@ def marker(path: str) -> str:
 def _task_frames(path: str) -> list[bytes]:
     key, raw = serialize.dumps_function(marker.local)
     task = wire.encode_task(key, raw, [bytes(f) for f in serialize.dumps(((path,), {}))])
-    return [wire.pack_tasks([(1, len(task))]), *task]
+    return [wire.pack_tasks([(1, len(task), 0)]), *task]
 
 
-def _try_foreign(endpoint: str, server_public: bytes | None, frames: list[bytes]) -> list[bytes] | None:
+def _try(endpoint: str, frames: list[bytes], keys: tuple[bytes, bytes, bytes] | None) -> list[bytes] | None:
+    """Send ``frames`` to ``endpoint`` as a DEALER, with CURVE ``keys`` (server public,
+    client public, client secret) or in plaintext; the reply, or None after 2 s."""
     context = zmq.Context()
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
-    if server_public is not None:
-        public, secret = zmq.curve_keypair()  # a stranger's keys
-        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = server_public, public, secret
+    if keys is not None:
+        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = keys
     sock.connect(endpoint)
     sock.send_multipart(frames)
     reply = sock.recv_multipart() if sock.poll(2000) else None
     context.destroy(linger=0)
     return reply
+
+
+def _agent_of(pool: sky.ComputePool) -> psutil.Process:
+    """The agent process of a one-node Local pool: ``-m skyward.agent`` in its run directory."""
+    run_dir = str(pool._driver.run_dir)  # type: ignore[attr-defined]
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        if (proc.info["cmdline"] or [])[-2:] == ["-m", "skyward.agent"] and (proc.info["cwd"] or "").startswith(
+            run_dir
+        ):
+            return proc
+    raise AssertionError(f"no agent runs in {run_dir}")
 
 
 def test_a_client_without_the_pools_keys_is_refused(tmp_path: Path) -> None:
@@ -50,15 +62,29 @@ def test_a_client_without_the_pools_keys_is_refused(tmp_path: Path) -> None:
         assert endpoint.startswith("tcp://127.0.0.1:")
         worker = pool._client._nodes[0].workers[0].endpoint  # type: ignore[union-attr]
         assert worker.startswith("tcp://127.0.0.1:") and worker != endpoint
-        server_public = pool._keys.server_public
-        # Even knowing the server's public key, a stranger's CURVE handshake is refused by ZAP,
-        # by the agent and by the worker that would run a payload ...
-        assert _try_foreign(endpoint, server_public, [wire.HELLO]) is None
-        assert _try_foreign(worker, server_public, _task_frames(str(target))) is None
-        # ... and a plaintext client cannot even complete a handshake.
-        assert _try_foreign(worker, None, _task_frames(str(target))) is None
+        keys = pool._keys
+        stranger_public, stranger_secret = zmq.curve_keypair()
+        stranger = (keys.server_public, stranger_public, stranger_secret)  # knows the server's public key
+        own = (keys.server_public, keys.client_public, keys.client_secret)
+        agent_pid = _agent_of(pool)
+        # A stranger's CURVE handshake is refused by ZAP, by the agent and by the worker
+        # that would run a payload; a plaintext client cannot complete a handshake at all:
+        # neither HELLO nor STOP reaches the agent, and no task reaches the worker.
+        for keys_used in (stranger, None):
+            assert _try(endpoint, [wire.HELLO], keys_used) is None
+            assert _try(endpoint, [wire.STOP], keys_used) is None
+            assert _try(worker, _task_frames(str(target)), keys_used) is None
         assert not target.exists()
+        assert agent_pid.is_running()  # the refused STOPs stopped nothing
         assert (marker(str(tmp_path / "ok")) >> pool) == "ran"  # the pool's own client still works
+        # Positive control: the very same frames with the pool's own keys are answered and
+        # run, so the refusals above are the keys' doing, not a malformed probe.
+        reply = _try(endpoint, [wire.HELLO], own)
+        assert reply is not None and reply[0] == wire.INFO
+        assert _try(worker, _task_frames(str(target)), own) is not None
+        assert target.read_text() == "ran"
+        assert _try(endpoint, [wire.STOP], own) is not None  # BYE, and the agent goes
+        assert psutil.wait_procs([agent_pid], timeout=10)[1] == []
 
 
 def test_ipc_sockets_are_private_to_the_user() -> None:
@@ -95,4 +121,27 @@ def test_workers_never_see_the_nodes_keys() -> None:
         secret = pool._keys.server_secret.decode()
     assert "SKYWARD_AGENT_CONFIG" not in env
     assert not any(secret in value for value in env.values())
-    assert cloudpickle  # the payload library is the pool's, not the environment's
+
+
+@sky.compute
+def process_records() -> dict[str, bytes]:
+    """What a task can read of its own process and of its agent (its parent): the initial
+    environment and the command line, which outlive any ``os.environ.pop``."""
+    agent = os.getppid()
+    records = {}
+    for who, pid in (("worker", os.getpid()), ("agent", agent)):
+        for what in ("environ", "cmdline"):
+            records[f"{who} {what}"] = Path(f"/proc/{pid}/{what}").read_bytes()
+    records["agent is the agent"] = Path(f"/proc/{agent}/cmdline").read_bytes()
+    return records
+
+
+def test_a_task_cannot_read_the_server_secret_from_its_agents_process() -> None:
+    with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp"), display="quiet") as pool:
+        records = process_records() >> pool
+        secret = pool._keys.server_secret
+    assert b"skyward.agent" in records.pop("agent is the agent")  # the parent read is the agent's
+    assert len(secret) == 40  # z85 of a 32-byte key: the needle is the real secret
+    for name, record in records.items():
+        assert record, f"{name} was empty: the probe read nothing"
+        assert secret not in record, f"the node's server secret is readable in {name}"

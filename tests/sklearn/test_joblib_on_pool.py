@@ -243,3 +243,36 @@ def test_blas_threads_are_limited_to_the_cpus_per_slot(pool: sky.ComputePool) ->
     with sky.integrations.joblib_backend(pool, inner_max_num_threads=3):
         explicit = Parallel(n_jobs=-1)(delayed(blas_threads)(data) for _ in range(2))
     assert all(set(counts) == {3} for counts in explicit)
+
+
+def _note_init(folder: str, value: str) -> None:
+    os.environ["SKYWARD_TEST_INIT"] = value
+    Path(folder, f"{os.getpid()}-{value}").touch()
+
+
+def _init_value(_: int) -> tuple[int, str | None]:
+    return os.getpid(), os.environ.get("SKYWARD_TEST_INIT")
+
+
+def test_an_initializer_runs_once_on_each_worker_before_its_batches(
+    pool: sky.ComputePool, worker_pids: set[int], tmp_path: Path
+) -> None:
+    with sky.integrations.joblib_backend(pool):
+        results = Parallel(n_jobs=-1, batch_size=1, initializer=_note_init, initargs=(str(tmp_path), "first"))(
+            delayed(_init_value)(i) for i in range(40)
+        )
+        again = Parallel(n_jobs=-1, batch_size=1, initializer=_note_init, initargs=(str(tmp_path), "second"))(
+            delayed(_init_value)(i) for i in range(40)
+        )
+    assert {value for _, value in results} == {"first"}  # every batch ran after it
+    assert {value for _, value in again} == {"second"}  # a new Parallel call, a new initializer
+    runs = [p.name for p in tmp_path.iterdir()]
+    for value, batch in (("first", results), ("second", again)):
+        ran_on = [name for name in runs if name.endswith(value)]
+        assert len(ran_on) == len(set(ran_on)) == len({pid for pid, _ in batch})  # once per worker used
+        assert {int(name.split("-")[0]) for name in ran_on} <= worker_pids
+
+
+def test_an_initializer_that_is_not_callable_is_refused(pool: sky.ComputePool) -> None:
+    with sky.integrations.joblib_backend(pool), pytest.raises(TypeError, match="initializer"):
+        Parallel(n_jobs=2, initializer=42)(delayed(double)(i) for i in range(2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator
 from typing import assert_type
 
 import skyward as sky
@@ -50,3 +51,23 @@ def check(pool: sky.ComputePool) -> None:
     # distributed wrappers keep the signature under @compute
     assert_type(train(3) @ pool, tuple[float, ...])
     assert_type(fit(2) @ pool, tuple[list[float], ...])
+
+
+@sky.compute
+def counts(n: int) -> Generator[int, None, None]:
+    yield from range(n)
+
+
+@sky.compute
+def words(n: int) -> Iterator[str]:
+    yield from map(str, range(n))
+
+
+def check_streams(pool: sky.ComputePool) -> None:
+    # a generator's values stream back: `>>` gives an iterator of what it yields
+    assert_type(counts(3) >> pool, Iterator[int])
+    assert_type(counts(3) @ pool, tuple[Iterator[int], ...])
+    assert_type(words(3) >> pool, Iterator[str])
+    for value in counts(3) >> pool:
+        assert_type(value, int)
+    assert_type(sky.gather(counts(1), counts(2)) >> pool, tuple[Iterator[int], ...])

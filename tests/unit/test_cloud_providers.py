@@ -170,3 +170,38 @@ def test_call_with_retry_repeats_429_then_gives_up() -> None:
         )  # fmt: skip
     assert len(calls) == 4 and len(waits) == 3
     assert waits[0] < waits[2]  # backing off
+
+
+def _wrapped(inner: BaseException) -> Exception:
+    """``inner`` the way an HTTP client hands it over: a few layers deep."""
+    try:
+        try:
+            raise inner
+        except BaseException as exc:
+            raise OSError("connection failed") from exc
+    except OSError as exc:
+        return RuntimeError(exc)  # as an argument, like requests' ConnectionError(MaxRetryError)
+
+
+def test_a_host_name_that_does_not_resolve_fails_at_once_instead_of_eight_times() -> None:
+    import socket
+    import ssl
+
+    def attempt(error: Exception) -> int:
+        calls = 0
+
+        def fn() -> None:
+            nonlocal calls
+            calls += 1
+            raise error
+
+        with pytest.raises(type(error)):
+            call_with_retry(
+                fn, method="GET", classify=lambda e: Failure(None, False, {}), backoff=Backoff(attempts=8),
+                sleep=lambda s: None,
+            )  # fmt: skip
+        return calls
+
+    assert attempt(_wrapped(socket.gaierror(-2, "Name or service not known"))) == 1
+    assert attempt(_wrapped(ssl.SSLCertVerificationError("certificate verify failed"))) == 1
+    assert attempt(_wrapped(ConnectionRefusedError("refused"))) == 8  # may come back: retried

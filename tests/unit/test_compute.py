@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
@@ -110,3 +111,37 @@ def test_a_chain_without_parentheses_says_to_add_them() -> None:
 
 def test_compute_is_idempotent() -> None:
     assert sky.compute(add) is add
+
+
+def test_a_computation_of_a_module_level_function_survives_the_standard_pickle() -> None:
+    import pickle
+
+    import cloudpickle
+    from pickling_target import add
+
+    pending = add(1, b=2)
+    for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, pickle.loads)):
+        copy = loads(dumps(pending))
+        assert copy == pending and copy.fn is add.local
+        assert copy.fn(*copy.args, **copy.kwargs) == 3
+
+
+def test_an_async_generator_is_refused_at_decoration() -> None:
+    async def ticks() -> Any:
+        yield 1
+
+    with pytest.raises(ConfigurationError, match="async generator"):
+        sky.compute(ticks)
+
+
+def test_a_generator_functions_computation_is_a_stream() -> None:
+    @sky.compute
+    def gen(n: int) -> Iterator[int]:
+        yield from range(n)
+
+    @sky.compute
+    def plain(n: int) -> int:
+        return n
+
+    assert gen(2).is_stream
+    assert not plain(2).is_stream

@@ -27,7 +27,8 @@ from skyward.events import (
     is_event,
 )
 
-# api-reference.md, "Events", field for field, plus the three display events.
+# api-reference.md, "Events", field for field, plus the three display events, the failover
+# event, and (issue 17) the provider and region that CostUpdate and CostFinal end with.
 EXPECTED_FIELDS: dict[str, tuple[str, ...]] = {
     "InfraCreating": (),
     "InfraCreated": ("region",),
@@ -67,6 +68,8 @@ EXPECTED_FIELDS: dict[str, tuple[str, ...]] = {
         "hourly_rate",
         "spot_count",
         "ondemand_count",
+        "provider",
+        "region",
     ),
     "CostFinal": (
         "total_cost",
@@ -75,7 +78,10 @@ EXPECTED_FIELDS: dict[str, tuple[str, ...]] = {
         "spot_count",
         "ondemand_count",
         "savings_vs_ondemand",
+        "provider",
+        "region",
     ),
+    "CandidateFailed": ("candidate", "provider", "region", "reason", "message"),
     "Error": ("message", "instance_id"),
     "TaskProgress": ("done", "submitted", "failed"),
     "InstanceInterrupted": ("instance_id", "node", "reason"),

@@ -46,12 +46,14 @@ def test_function_keys_are_stable_for_the_same_function() -> None:
     assert serialize.dumps_function(fn)[0] == serialize.dumps_function(fn)[0]
 
 
-@given(st.lists(st.tuples(st.integers(0, 2**63), st.integers(0, 2**31)), max_size=50))
-def test_task_and_result_metadata_round_trip(entries: list[tuple[int, int]]) -> None:
+@given(st.lists(st.tuples(st.integers(0, 2**63), st.integers(0, 2**31), st.integers(0, 2**31)), max_size=50))
+def test_task_and_result_metadata_round_trip(entries: list[tuple[int, int, int]]) -> None:
     assert wire.unpack_tasks(wire.pack_tasks(entries)) == entries
-    results = [(t, wire.Status(n % 3), n, (n % 1024) / 4) for t, n in entries]  # run times exact in float32
+    results = [(t, wire.Status(n % 4), n, (n % 1024) / 4) for t, n, _ in entries]  # run times exact in float32
     assert wire.unpack_results(wire.pack_results(results)) == results
-    assert wire.unpack_recall(wire.pack_recall([t for t, _ in entries])) == [t for t, _ in entries]
+    assert wire.unpack_recall(wire.pack_recall([t for t, _, _ in entries])) == [t for t, _, _ in entries]
+    for t, _, w in entries:
+        assert wire.unpack_credit(wire.pack_credit(t, w)) == (t, w)
 
 
 @given(st.binary(min_size=16, max_size=16), st.binary(max_size=300), st.binary(min_size=1, max_size=300))

@@ -35,6 +35,11 @@ def test_pool_runs_on_emulated_instances_and_deletes_them(instances: InstanceWor
         ids = [n.instance_id for n in pool.nodes]
         assert all(harness.is_running(i) for i in ids)
         assert all(n.spot for n in pool.nodes)  # spot capacity was there
+        # The startup scripts the instances really got (the whole bootstrap, agent start
+        # included) carry neither API credential.
+        scripts = [fake.scripts[fake.instances[i].startup_script_id or ""]["script"] for i in ids]
+        assert all("# Skyward bootstrap for image" in s and "-m skyward.agent" in s for s in scripts)
+        assert not any(fake.client_id in s or fake.client_secret in s for s in scripts)
         first = where(3) >> pool
         assert first[0] == 9 and first[3] == 2
         every = where(2) @ pool

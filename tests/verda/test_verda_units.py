@@ -86,8 +86,27 @@ def test_secrets_are_not_in_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_spot_strategy_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERDA_CLIENT_ID", "x")
     monkeypatch.setenv("VERDA_CLIENT_SECRET", "y")
-    for spot in ("always", "if-available", "never", 0.5, None):
-        sky.ComputePool(provider=Verda(), spot=spot, display="quiet")
+    expected = {
+        "always": sky.Spot.Always(),
+        "if-available": sky.Spot.IfAvailable(),
+        "never": sky.Spot.Never,
+        0.5: sky.Spot.Percent(0.5),
+        None: None,
+    }
+    for spot, strategy in expected.items():
+        pool = sky.ComputePool(provider=Verda(), spot=spot, display="quiet")
+        assert pool.spec.spot == strategy  # the pool keeps the strategy asked for
+        markets = [plan.market for plan in plan_markets(pool.spec.spot, 2)]
+        assert (
+            markets
+            == {
+                "always": [Market.SPOT] * 2,
+                "if-available": [Market.SPOT] * 2,
+                "never": [Market.ON_DEMAND] * 2,
+                0.5: [Market.ON_DEMAND, Market.SPOT],
+                None: [Market.ON_DEMAND] * 2,
+            }[spot]
+        )
 
 
 # -- instance types ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skyward.errors import ConfigurationError
 from skyward.providers.settings import ProviderSettings
@@ -119,16 +119,10 @@ class AWS(ProviderSettings):
                     f"AWS(client_address={self.client_address!r}, client_cidr={self.client_cidr!r}): give one of them"
                 )
             object.__setattr__(self, "client_cidr", parse_client_cidr(self.client_cidr))
-        for name in ("bootstrap_timeout", "grace_period"):
-            value: Any = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 24 * 3600:
-                raise ConfigurationError(f"AWS({name}={value!r}) must be a number of seconds in (0, 86400]")
         if self.ami is not None and (not isinstance(self.ami, str) or not _AMI_RE.match(self.ami)):
             raise ConfigurationError(f"AWS(ami={self.ami!r}) is not an image id such as 'ami-0123456789abcdef0'")
-        if isinstance(self.subnet_ids, str):
-            raise ConfigurationError(
-                f"AWS(subnet_ids=...) takes a list of subnet ids, got the string {self.subnet_ids!r}"
-            )
+        if not isinstance(self.subnet_ids, list | tuple):
+            raise ConfigurationError(f"AWS(subnet_ids={self.subnet_ids!r}) takes a list of subnet ids")
         subnets = tuple(self.subnet_ids)
         for subnet in subnets:
             if not isinstance(subnet, str) or not _SUBNET_RE.match(subnet):

@@ -26,9 +26,10 @@ import structlog
 
 from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.agent.notices import notices_dir
+from skyward.api.failover import check_price_cap, pool_hourly
 from skyward.api.spec import PoolSpec
 from skyward.baking import BakedImage, BakeKey, bake_key, being_baked, choose_baked
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import ConfigurationError, LaunchTimeoutError, NoOfferError, ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud.naming import lifetime
 from skyward.providers.cloud.parallel import in_parallel
@@ -221,7 +222,7 @@ class AWSDriver(Provider[AWS]):
         )
         chosen = offers.choose(found, request, current_catalog())
         if not chosen.zones:
-            raise ConfigurationError(
+            raise NoOfferError(
                 f"{chosen.name} is not offered in any zone of {self.config.region} where the pool has a subnet"
             )
         if wants_spot(self.strategy(spec)) and chosen.supports_spot:
@@ -229,6 +230,9 @@ class AWSDriver(Provider[AWS]):
             chosen = offers.with_spot_price(chosen, self.spot_prices)
         if chosen.price_note:
             emit(Notice(message=chosen.price_note))
+        markets = [p.market for p in plan_markets(self.strategy(spec), spec.nodes)]
+        hourly = pool_hourly(markets, chosen.instance.on_demand_price, chosen.instance.spot_price)
+        check_price_cap(spec.max_hourly_cost, hourly, f"{chosen.name} in {self.config.region}")
         self.offer = chosen
         if self.config.ami is not None:
             self.image = ami.ResolvedImage(self.config.ami, "explicit")
@@ -503,7 +507,7 @@ class AWSDriver(Provider[AWS]):
             if not pending:
                 return
             if time.monotonic() > deadline:
-                raise ProvisioningError(
+                raise LaunchTimeoutError(
                     f"nodes {pending} were not running within bootstrap_timeout={self.config.bootstrap_timeout:g} s"
                 )
             self._sleep(2.0)

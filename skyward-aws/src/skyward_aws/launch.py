@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.errors import ProvisioningError
+from skyward.errors import CapacityError, ProvisioningError, QuotaError
 from skyward.spot import Market, NodePlan
 
 
@@ -46,6 +46,9 @@ _CAPACITY = {
     "InsufficientFreeAddressesInSubnet",
 }
 _ZONE = {"Unsupported", "InvalidAvailabilityZone"}
+QUOTA_CODES = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded"})
+"""EC2 errors that say the account's limit is reached: no zone of this region helps (the
+limit is per region), another region or provider may."""
 
 
 def classify(code: str, message: str) -> Refusal:
@@ -151,6 +154,8 @@ def launch_node(
                 if kind is Refusal.PROPAGATING and time.monotonic() < propagation_deadline:
                     sleep(3.0)  # IAM is eventually consistent: a new profile takes seconds to appear
                     continue
+                if code in QUOTA_CODES:
+                    raise QuotaError(f"node {plan.node}: EC2 refused to launch it: {code}: {message}") from error
                 if kind in (Refusal.FATAL, Refusal.PROPAGATING):
                     raise ProvisioningError(f"node {plan.node}: EC2 refused to launch it: {code}: {message}") from error
                 refusals.append(f"{zone}: {code}")
@@ -166,11 +171,9 @@ def launch_node(
                 market, rounds = Market.ON_DEMAND, 0
                 continue
             tries = plan.retries + 1
-            raise ProvisioningError(
+            raise CapacityError(
                 f"node {plan.node}: no spot capacity after {tries} round{'s' if tries > 1 else ''} over "
                 f"{len(order)} zone{'s' if len(order) > 1 else ''} ({summary}). Try again later, another "
                 "instance type or region, or spot='if-available' to fall back to on-demand"
             )
-        raise ProvisioningError(
-            f"node {plan.node}: no on-demand capacity ({summary}); try another instance type or region"
-        )
+        raise CapacityError(f"node {plan.node}: no on-demand capacity ({summary}); try another instance type or region")

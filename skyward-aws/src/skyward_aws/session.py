@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.errors import ConfigurationError, ProvisioningError, SkywardError
+from skyward.errors import ConfigurationError, ProvisioningError, QuotaError, SkywardError
 
 NO_CREDENTIALS = (
     "no AWS credentials found. boto3 looked in the environment (AWS_ACCESS_KEY_ID and "
@@ -72,6 +72,8 @@ def explain(error: BaseException, doing: str) -> SkywardError:
     """A botocore error as a Skyward error that says what happened and what to do."""
     from botocore.exceptions import ClientError, NoCredentialsError
 
+    from skyward_aws.launch import QUOTA_CODES
+
     if isinstance(error, NoCredentialsError):
         return ConfigurationError(NO_CREDENTIALS)
     if isinstance(error, ClientError):
@@ -79,5 +81,7 @@ def explain(error: BaseException, doing: str) -> SkywardError:
         message = error.response["Error"].get("Message", "")
         if code in _AUTH_CODES:
             return ConfigurationError(f"while {doing}: {_AUTH_CODES[code]} ({code}: {message})")
+        if code in QUOTA_CODES:
+            return QuotaError(f"while {doing}: {code}: {message}")
         return ProvisioningError(f"while {doing}: {code}: {message}")
     return ProvisioningError(f"while {doing}: {error}")

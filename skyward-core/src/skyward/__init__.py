@@ -7,7 +7,10 @@ plugin registry, with a clear error naming the extra to install when one is miss
 
 from __future__ import annotations
 
+import dis
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -22,6 +25,10 @@ _CORE_EXPORTS: dict[str, str] = {
     "gather": "skyward.api.compute",
     "ComputePool": "skyward.api.pool",
     "MultiPool": "skyward.api.multipool",
+    "Spec": "skyward.api.failover",
+    "offers": "skyward.offer_table",
+    "Offer": "skyward.offer_table",
+    "OfferTable": "skyward.offer_table",
     "Image": "skyward.image",
     "Local": "skyward.providers.local",
     # worker-side helpers
@@ -54,10 +61,18 @@ _CORE_EXPORTS: dict[str, str] = {
     "PoolTimeoutError": "skyward.errors",
     "NotInComputationError": "skyward.errors",
     "RemoteError": "skyward.errors",
+    "PluginMissingError": "skyward.errors",
     "NodeLostError": "skyward.errors",
     "RemoteExitError": "skyward.errors",
     "UnreadableResultError": "skyward.errors",
     "AbandonedError": "skyward.errors",
+    "UnavailableError": "skyward.errors",
+    "CapacityError": "skyward.errors",
+    "QuotaError": "skyward.errors",
+    "NoOfferError": "skyward.errors",
+    "PriceCapError": "skyward.errors",
+    "LaunchTimeoutError": "skyward.errors",
+    "NoCandidateError": "skyward.errors",
 }
 
 _EVENT_NAMES = [
@@ -66,6 +81,7 @@ _EVENT_NAMES = [
     "InfraCreated",
     "InstanceLaunching",
     "InstanceProvisioned",
+    "CandidateFailed",
     "BootstrapStarting",
     "BootstrapProgress",
     "BootstrapCompleted",
@@ -117,6 +133,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.api.compute import (
         gather as gather,
     )
+    from skyward.api.failover import Spec as Spec
     from skyward.api.multipool import (
         MultiPool as MultiPool,
     )
@@ -135,11 +152,18 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.callbacks import (
         use_callback as use_callback,
     )
+    from skyward.errors import CapacityError as CapacityError
     from skyward.errors import (
         ConfigurationError as ConfigurationError,
     )
+    from skyward.errors import LaunchTimeoutError as LaunchTimeoutError
+    from skyward.errors import NoCandidateError as NoCandidateError
+    from skyward.errors import NoOfferError as NoOfferError
     from skyward.errors import (
         NotInComputationError as NotInComputationError,
+    )
+    from skyward.errors import (
+        PluginMissingError as PluginMissingError,
     )
     from skyward.errors import (
         PoolClosedError as PoolClosedError,
@@ -147,15 +171,18 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.errors import (
         PoolTimeoutError as PoolTimeoutError,
     )
+    from skyward.errors import PriceCapError as PriceCapError
     from skyward.errors import (
         ProvisioningError as ProvisioningError,
     )
+    from skyward.errors import QuotaError as QuotaError
     from skyward.errors import (
         RemoteError as RemoteError,
     )
     from skyward.errors import (
         SkywardError as SkywardError,
     )
+    from skyward.errors import UnavailableError as UnavailableError
     from skyward.errors import (
         VersionMismatchError as VersionMismatchError,
     )
@@ -171,6 +198,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.events import (
         BootstrapStarting as BootstrapStarting,
     )
+    from skyward.events import CandidateFailed as CandidateFailed
     from skyward.events import (
         CostFinal as CostFinal,
     )
@@ -231,6 +259,9 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.instances import (
         select_instance as select_instance,
     )
+    from skyward.offer_table import Offer as Offer
+    from skyward.offer_table import OfferTable as OfferTable
+    from skyward.offer_table import offers as offers
     from skyward.providers.local import (
         Local as Local,
     )
@@ -270,7 +301,21 @@ def __getattr__(name: str) -> Any:
     exports = registry.exports()
     if name in exports:
         return exports[name]
-    raise missing_plugin_error(name)
+    error = missing_plugin_error(name)
+    if _from_import(sys._getframe(1)):
+        # ``from skyward import AWS``: Python would replace an AttributeError with a bare
+        # "cannot import name", losing the install hint; an ImportError goes through.
+        from skyward.errors import PluginMissingError
+
+        raise PluginMissingError(str(error), name="skyward") from None
+    raise error
+
+
+def _from_import(frame: types.FrameType) -> bool:
+    """Whether ``frame`` is running ``from skyward import NAME`` (rather than ``skyward.NAME``,
+    ``getattr`` or ``hasattr``, which must keep getting an AttributeError)."""
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and dis.opname[code[frame.f_lasti]] == "IMPORT_FROM"
 
 
 def __dir__() -> list[str]:

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote
 
-from skyward.agent.config import STEP_MARKER, STEPS_ENV
+from skyward.agent.config import CONFIG_END, ENV_VAR, STEP_MARKER, STEPS_ENV
 from skyward.image import BootstrapContext, Image
 
 ENV_COMPLETE = ".skyward-complete"
@@ -214,7 +214,10 @@ SKYWARD_CHECK"""
 def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
     home = ctx.home or "$HOME/.skyward"
     env_lines = "\n".join(f"export {k}={_q(v)}" for k, v in image.env.items())
-    agent_env = "\n".join(f"export {k}={v}" for k, v in ctx.quoted_env())
+    # The agent's config (with the node's server secret) goes on its stdin, never into its
+    # environment: see skyward.agent.config.
+    agent_config = ctx.agent_env.get(ENV_VAR)
+    agent_env = "\n".join(f"export {k}={v}" for k, v in ctx.quoted_env() if k != ENV_VAR)
     environment = [_section("apt", _apt(image, ctx))]
     if needs_environment(image, ctx):
         environment.append(_section("uv", _uv(ctx)))
@@ -247,14 +250,18 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
     if not ctx.start_agent:
         parts.append('\necho "skyward bootstrap: environment ready at $PY"')
         return "\n".join(parts) + "\n"
+    redirect, body = "", ""
+    if agent_config is not None:
+        redirect, body = f" <<'{CONFIG_END}'", f"\n{agent_config}\n{CONFIG_END}"
     if ctx.local:
-        run_agent = 'exec "$PY" -m skyward.agent'
+        run_agent = f'exec "$PY" -m skyward.agent{redirect}{body}'
     else:
         # A cloud node has no purpose once its agent is gone (pool closed, TTL passed, or
         # the client silent past its grace period): end the machine now rather than at the
         # TTL. Providers whose shut-down machines still bill delete them (see their reapers).
         run_agent = (
-            '"$PY" -m skyward.agent || echo "skyward bootstrap: the agent exited with status $?" >&2\n'
+            f'"$PY" -m skyward.agent{redirect} || echo "skyward bootstrap: the agent exited with status $?" >&2'
+            f"{body}\n"
             'shutdown -h now "skyward: the agent exited" >/dev/null 2>&1 || poweroff'
         )
     agent_env += f"\nexport {STEPS_ENV}"

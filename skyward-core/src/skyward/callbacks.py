@@ -29,6 +29,7 @@ Callbacks reach events three ways:
 
 from __future__ import annotations
 
+import sys
 import threading
 import types
 from collections import deque
@@ -54,7 +55,20 @@ alone allows ``subscribers ** MAX_DEPTH``)."""
 
 E = TypeVar("E")
 
-_log = structlog.get_logger("skyward")
+
+# On stderr, whatever the display: a user's failing callback is reported even with
+# display="quiet", and never on the program's stdout (structlog's default).
+class _Stderr:
+    """A structlog logger printing on whatever ``sys.stderr`` is at the time of the call
+    (``structlog.PrintLogger`` keeps the stream it was made with)."""
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    debug = info = warning = error = critical = exception = msg
+
+
+_log = structlog.wrap_logger(_Stderr())
 
 
 # --- subscribers ----------------------------------------------------------------------

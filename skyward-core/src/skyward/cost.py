@@ -84,8 +84,11 @@ def _counts(instances: Iterable[PricedInstance]) -> tuple[int, int]:
     return spot, ondemand
 
 
-def cost_update(instances: Sequence[PricedInstance], elapsed_seconds: float) -> CostUpdate:
-    """The cost so far of ``instances``, all running for ``elapsed_seconds``."""
+def cost_update(
+    instances: Sequence[PricedInstance], elapsed_seconds: float, *, provider: str = "", region: str = ""
+) -> CostUpdate:
+    """The cost so far of ``instances``, all running for ``elapsed_seconds`` on ``provider``
+    in ``region``."""
     _check_seconds(elapsed_seconds)
     spot, ondemand = _counts(instances)
     return CostUpdate(
@@ -94,11 +97,16 @@ def cost_update(instances: Sequence[PricedInstance], elapsed_seconds: float) -> 
         hourly_rate=hourly_rate(instances),
         spot_count=spot,
         ondemand_count=ondemand,
+        provider=provider,
+        region=region,
     )
 
 
-def cost_final(instances: Sequence[PricedInstance], total_seconds: float) -> CostFinal:
-    """The total cost of ``instances``, all running for ``total_seconds``."""
+def cost_final(
+    instances: Sequence[PricedInstance], total_seconds: float, *, provider: str = "", region: str = ""
+) -> CostFinal:
+    """The total cost of ``instances``, all running for ``total_seconds`` on ``provider``
+    in ``region``."""
     _check_seconds(total_seconds)
     spot, ondemand = _counts(instances)
     return CostFinal(
@@ -108,6 +116,8 @@ def cost_final(instances: Sequence[PricedInstance], total_seconds: float) -> Cos
         spot_count=spot,
         ondemand_count=ondemand,
         savings_vs_ondemand=sum((_savings(i, total_seconds) for i in instances), 0.0),
+        provider=provider,
+        region=region,
     )
 
 

@@ -11,6 +11,11 @@ class ConfigurationError(SkywardError, ValueError):
     """Bad input to a public API, detected before anything is provisioned."""
 
 
+class PluginMissingError(SkywardError, ImportError):
+    """``from skyward import AWS`` without the plugin that provides it: says what to
+    install. (``skyward.AWS`` raises an ``AttributeError`` with the same words.)"""
+
+
 class ProvisioningError(SkywardError):
     """A provider could not provide, bootstrap or reach the requested nodes."""
 
@@ -68,3 +73,53 @@ class UnreadableResultError(RemoteError):
 class AbandonedError(SkywardError):
     """A task whose result nobody wanted any more (``ComputePool.abandon``) was taken back
     from its worker before it began: it never ran."""
+
+
+class UnavailableError(ProvisioningError):
+    """A provider could not provide the pool for a reason another candidate (provider,
+    region, accelerator, price) may not share: a pool with several candidates moves on to
+    the next one. Raised as one of its subclasses; a plain ``ProvisioningError`` or a
+    ``ConfigurationError`` (bad input, bad credentials) stops the pool at once."""
+
+    reason = "unavailable"
+
+
+class CapacityError(UnavailableError):
+    """The provider has no capacity for the machine right now (in this region, zone or
+    market)."""
+
+    reason = "capacity"
+
+
+class QuotaError(UnavailableError):
+    """The account's limit (instances, vCPUs, GPUs) on this provider is reached."""
+
+    reason = "quota"
+
+
+class NoOfferError(UnavailableError):
+    """The provider offers no machine that fits the request where the pool may run."""
+
+    reason = "no offer"
+
+
+class PriceCapError(UnavailableError):
+    """The cheapest fitting machine would cost more per hour than ``max_hourly_cost``."""
+
+    reason = "price cap"
+
+
+class LaunchTimeoutError(UnavailableError):
+    """The nodes were not running (or their agents not answering) within the provider's
+    time limit."""
+
+    reason = "launch timeout"
+
+
+class NoCandidateError(ProvisioningError):
+    """Every candidate of a pool failed for a reason another candidate could have fixed.
+    ``failures`` holds, in the order they were tried, each candidate's label and error."""
+
+    def __init__(self, message: str, failures: tuple[tuple[str, UnavailableError], ...] = ()) -> None:
+        super().__init__(message)
+        self.failures = failures

@@ -5,7 +5,8 @@ and ``match`` on them. The fields of the seed events (api-reference, "Events") a
 exactly; the phases are:
 
 * provision: ``InfraCreating`` -> ``InfraCreated`` -> ``InstanceLaunching`` ->
-  ``InstanceProvisioned`` (one per instance)
+  ``InstanceProvisioned`` (one per instance); a pool with several candidates says
+  ``CandidateFailed`` for each one that could not provide it, and starts over with the next
 * setup: ``BootstrapStarting`` -> ``BootstrapProgress``\\* -> ``BootstrapCompleted``
   (per instance), then ``PoolStarted`` once every node is ready
 * execute: ``LogLine``, ``Metrics``, ``TaskProgress``, ``CostUpdate``
@@ -15,7 +16,8 @@ exactly; the phases are:
 Three events are additions to the seed, because a live display cannot be drawn without
 them: ``TaskProgress`` (how many tasks are done), ``InstanceInterrupted`` (a spot
 instance was reclaimed) and ``Notice`` (an informational message, such as a spot request
-that fell back to on-demand).
+that fell back to on-demand). ``CandidateFailed`` is a fourth, for failover; and
+``CostUpdate``/``CostFinal`` gained ``provider`` and ``region`` (last, with defaults).
 """
 
 from __future__ import annotations
@@ -78,6 +80,21 @@ class InstanceProvisioned:
     instance_type: str | None
     price_on_demand: float | None
     price_spot: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateFailed:
+    """A candidate of the pool could not provide it, for a reason another candidate may
+    not share (addition to the seed); everything it made was removed, and the pool tries
+    the next one. ``candidate`` is its index in ``ComputePool(provider=[...])``,
+    ``reason`` the kind (``"capacity"``, ``"quota"``, ``"no offer"``, ``"price cap"``,
+    ``"launch timeout"``) and ``message`` the provider's words."""
+
+    candidate: int
+    provider: ProviderName
+    region: str | None
+    reason: str
+    message: str
 
 
 # --- setup phase ----------------------------------------------------------------------
@@ -197,6 +214,8 @@ class CostUpdate:
     hourly_rate: float
     spot_count: int
     ondemand_count: int
+    provider: ProviderName = ""
+    region: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +232,8 @@ class CostFinal:
     spot_count: int
     ondemand_count: int
     savings_vs_ondemand: float
+    provider: ProviderName = ""
+    region: str = ""
 
 
 # --- anytime --------------------------------------------------------------------------
@@ -251,6 +272,7 @@ SkywardEvent: TypeAlias = (
     | InfraCreated
     | InstanceLaunching
     | InstanceProvisioned
+    | CandidateFailed
     | BootstrapStarting
     | BootstrapProgress
     | BootstrapCompleted
@@ -283,6 +305,7 @@ __all__ = [
     "BootstrapProgress",
     "BootstrapStarting",
     "BootstrapStep",
+    "CandidateFailed",
     "CostFinal",
     "CostUpdate",
     "Error",

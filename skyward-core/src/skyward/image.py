@@ -24,11 +24,13 @@ _APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(=[A-Za-z0-9.+:~\-]+)?$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _as_tuple(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
+def _as_tuple(value: object, what: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         raise ConfigurationError(f"Image({what}=...) takes a list of strings, got the string {value!r}")
+    if not isinstance(value, Sequence) or isinstance(value, bytes | bytearray):
+        raise ConfigurationError(f"Image({what}={value!r}) takes a list of strings")
     items = tuple(value)
     for item in items:
         if not isinstance(item, str) or not item.strip():
@@ -80,8 +82,9 @@ class Image:
                     "(names are letters, digits and _, values are strings)"
                 )
         object.__setattr__(self, "env", dict(sorted(self.env.items())))
-        if self.pip_extra_index_url is not None and not str(self.pip_extra_index_url).startswith(
-            ("http://", "https://", "file://")
+        if self.pip_extra_index_url is not None and (
+            not isinstance(self.pip_extra_index_url, str)
+            or not self.pip_extra_index_url.startswith(("http://", "https://", "file://"))
         ):
             raise ConfigurationError(
                 f"Image(pip_extra_index_url={self.pip_extra_index_url!r}) must be an http(s) or file URL"
@@ -92,11 +95,14 @@ class Image:
 
     def with_pip(self, *packages: str) -> Image:
         """A copy with more pip packages (duplicates dropped, order kept)."""
-        merged = tuple(dict.fromkeys((*self.pip, *packages)))
+        merged = tuple(dict.fromkeys((*self.pip, *_as_tuple(packages, "pip"))))
         return Image(self.python, merged, self.pip_extra_index_url, self.apt, self.env, self.bake)
 
-    def with_env(self, **env: str) -> Image:
-        return Image(self.python, self.pip, self.pip_extra_index_url, self.apt, {**self.env, **env}, self.bake)
+    def with_env(self, env: Mapping[str, str] | None = None, /, **more: str) -> Image:
+        """A copy with more environment variables (``env`` first, then ``more``); the
+        mapping form takes any key, so a bad one is refused by name, not by Python."""
+        merged = {**self.env, **(env or {}), **more}
+        return Image(self.python, self.pip, self.pip_extra_index_url, self.apt, merged, self.bake)
 
     def content_hash(self) -> str:
         """12 hex characters identifying the environment; stable across runs and machines."""

@@ -8,13 +8,13 @@ POST after a 500 (a second billed droplet) and would not repeat it after a 429.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.cloud.addresses import is_loopback
 from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
 from skyward_digitalocean.config import DigitalOcean
 
@@ -34,17 +34,6 @@ class DigitalOceanAPIError(ProvisioningError):
         self.body = dict(body)
         code = f"HTTP {status}" if status is not None else "no response"
         super().__init__(f"DigitalOcean API: {action} failed ({code}, {error_id or 'error'}): {message}")
-
-
-def _is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _auth_policy_for_plain_http(token: str) -> Any:
@@ -69,7 +58,7 @@ def make_client(config: DigitalOcean, token: str) -> Any:
     url = urlsplit(config.api_url)
     kwargs: dict[str, Any] = {}
     if url.scheme == "http":
-        if not _is_loopback(url.hostname):
+        if not is_loopback(url.hostname):
             raise ConfigurationError(
                 f"DigitalOcean(api_url={config.api_url!r}): plain http would send the API token unencrypted; "
                 "use https (plain http is allowed only on a loopback address, for test doubles)"

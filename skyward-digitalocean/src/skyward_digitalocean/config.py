@@ -44,7 +44,7 @@ class DigitalOcean(CloudSettings):
 
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)
-        if self.region not in REGIONS:
+        if not isinstance(self.region, str) or self.region not in REGIONS:
             raise ConfigurationError(
                 f"DigitalOcean(region={self.region!r}) is not a known region; use one of: {', '.join(REGIONS)}"
             )

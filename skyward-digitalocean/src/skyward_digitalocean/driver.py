@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.api.spec import PoolSpec
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
+from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.sshkey import throwaway_public_key
@@ -46,7 +47,7 @@ def explain_create_error(
     message = exc.api_message.lower()
     undone = f" ({created} of {total} droplets had been created; they were deleted)" if created else ""
     if exc.status == 422 and "limit" in message:
-        return ProvisioningError(
+        return QuotaError(
             f"DigitalOcean refused droplet {size.slug}: {exc.api_message}{undone}. Your account's droplet "
             "(or GPU) limit is reached: delete droplets you no longer need, ask DigitalOcean to raise the limit, "
             "or use fewer nodes"
@@ -61,7 +62,7 @@ def explain_create_error(
             if known
             else capacity_hint(size, region, REGIONS)
         )
-        return ProvisioningError(
+        return CapacityError(
             f"DigitalOcean has no capacity for {size.slug} in {region} right now: {exc.api_message}{undone}; {hint}"
         )
     if undone:
@@ -105,19 +106,14 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
     # -- prepare ------------------------------------------------------------------------
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward.events import Notice
         from skyward_digitalocean.reaper import reap_with
 
-        try:
-            self.reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
-        except DigitalOceanAPIError as exc:  # a safety net, not a precondition of this pool
-            emit(Notice(message=f"could not look for droplets earlier pools left behind: {exc}"))
+        def sweep() -> list[str]:
             self.reaped = None
-            return
-        for droplet_id, name, reason in self.reaped.droplets:
-            emit(Notice(message=f"deleted droplet {name} ({droplet_id}) left by an earlier pool: {reason}"))
-        for failure in self.reaped.failures:
-            emit(Notice(message=f"could not delete a leftover of an earlier pool: {failure}"))
+            self.reaped = reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
+            return sweep_messages(reaped.droplets, reaped.failures, "droplet")
+
+        sweep_with_notices(sweep, emit, DigitalOceanAPIError, "droplets")
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         self._size = size = self.choose_size(spec)
@@ -181,7 +177,7 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
             if here is not None
             else ""
         )
-        raise ConfigurationError(
+        raise NoOfferError(
             f"{chosen.slug}, the smallest size that fits, is not offered in {self.config.region}; it is offered in: "
             f"{', '.join(regions)}. Use DigitalOcean(region=...){bigger}"
         )

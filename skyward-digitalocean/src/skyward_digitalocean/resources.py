@@ -6,10 +6,11 @@ powered-off droplets of unexpired pools)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from skyward.cli.model import FIREWALL, INSTANCE, SSH_KEY, TAG, Removal, Resource, parse_time
+from skyward.cli.model import FIREWALL, INSTANCE, SSH_KEY, TAG, Removal, Resource, parse_number, parse_time
+from skyward.providers.cloud.removal import Key, delete_each, verified_removals
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError
 from skyward_digitalocean.naming import COMMON_TAG, parse_pool_tag, parse_resource_name, pool_mark
 
@@ -34,7 +35,7 @@ def resource_of_droplet(droplet: dict[str, Any]) -> Resource | None:
         state=str(droplet.get("status", "")),
         created=parse_time(droplet.get("created_at")),
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(droplet.get("name", "")),
         idle=droplet.get("status") == "off",  # a powered-off droplet still bills
     )
@@ -77,28 +78,15 @@ def list_all(api: DigitalOceanAPI) -> list[Resource]:
 
 
 def delete_and_verify(api: DigitalOceanAPI, resources: Sequence[Resource]) -> list[Removal]:
-    """Delete droplets, then firewalls, keys and tags; then list again."""
-    errors: dict[tuple[str, str], str] = {}
-    order = (INSTANCE, FIREWALL, SSH_KEY, TAG)
-    for kind in order:
-        for resource in (r for r in resources if r.kind == kind):
-            try:
-                if kind == INSTANCE:
-                    api.delete_droplet(int(resource.id))
-                elif kind == FIREWALL:
-                    api.delete_firewall(resource.id)
-                elif kind == SSH_KEY:
-                    api.delete_ssh_key(resource.id)
-                else:
-                    api.delete_tag(resource.id)
-            except DigitalOceanAPIError as error:
-                errors[(resource.kind, resource.id)] = str(error)
-    left = {(r.kind, r.id) for r in list_all(api)}
-    removals = []
-    for resource in resources:
-        key = (resource.kind, resource.id)
-        if key in left:
-            removals.append(Removal(resource, False, errors.get(key, "still listed after the deletion was asked for")))
-        else:
-            removals.append(Removal(resource, True))
-    return removals
+    """Delete droplets, then firewalls, keys and tags (a firewall or tag still held by a
+    droplet cannot go first); then list again."""
+    deleters: dict[str, Callable[[Resource], object]] = {
+        INSTANCE: lambda r: api.delete_droplet(int(r.id)),
+        FIREWALL: lambda r: api.delete_firewall(r.id),
+        SSH_KEY: lambda r: api.delete_ssh_key(r.id),
+        TAG: lambda r: api.delete_tag(r.id),
+    }
+    errors: dict[Key, str] = {}
+    for kind, delete in deleters.items():
+        delete_each((r for r in resources if r.kind == kind), delete, DigitalOceanAPIError, errors)
+    return verified_removals(resources, list_all(api), errors)

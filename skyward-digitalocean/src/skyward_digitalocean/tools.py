@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.cli.sessions import config_for, credential_check, reported_as
 from skyward.providers.cloud.retry import Backoff
 from skyward_digitalocean import resources
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
@@ -33,31 +33,24 @@ class DigitalOceanSession:
         return self._api
 
     def check(self) -> CredentialCheck:
-        fix = f"create an API token (API > Tokens in the control panel) and export {TOKEN_ENV}"
-        try:
-            token_from_env()
-        except ConfigurationError:
-            return CredentialCheck(self.provider, False, False, f"{TOKEN_ENV} is not set", fix)
-        try:
-            self.api.ssh_keys()  # a read that changes nothing
-        except DigitalOceanAPIError as error:
-            return CredentialCheck(self.provider, True, False, str(error), fix)
-        return CredentialCheck(self.provider, True, True, f"token from {TOKEN_ENV} accepted")
-
-    def _wrap(self, error: DigitalOceanAPIError, doing: str) -> ProvisioningError:
-        return ProvisioningError(f"while {doing}: {error}")
+        return credential_check(
+            self.provider,
+            find=token_from_env,
+            # a read that changes nothing; a lambda: the api is made only once the credentials are found
+            read=lambda: self.api.ssh_keys(),  # noqa: PLW0108
+            error=DigitalOceanAPIError,
+            missing=f"{TOKEN_ENV} is not set",
+            accepted=f"token from {TOKEN_ENV} accepted",
+            fix=f"create an API token (API > Tokens in the control panel) and export {TOKEN_ENV}",
+        )
 
     def resources(self) -> list[Resource]:
-        try:
+        with reported_as("listing Skyward resources on DigitalOcean", DigitalOceanAPIError):
             return resources.list_all(self.api)
-        except DigitalOceanAPIError as error:
-            raise self._wrap(error, "listing Skyward resources on DigitalOcean") from error
 
     def delete(self, items: Sequence[Resource]) -> list[Removal]:
-        try:
+        with reported_as("deleting Skyward resources on DigitalOcean", DigitalOceanAPIError):
             return resources.delete_and_verify(self.api, items)
-        except DigitalOceanAPIError as error:
-            raise self._wrap(error, "deleting Skyward resources on DigitalOcean") from error
 
     def offers(self, query: OfferQuery) -> list[Offer]:
         from skyward.cli.offers import offers_from
@@ -65,10 +58,8 @@ class DigitalOceanSession:
 
         if query.spot:
             return []  # DigitalOcean has no spot market
-        try:
+        with reported_as("listing DigitalOcean sizes", DigitalOceanAPIError):
             sizes = parse_sizes(self.api.sizes(), self.config.region)
-        except DigitalOceanAPIError as error:
-            raise self._wrap(error, "listing DigitalOcean sizes") from error
         return offers_from(self.provider, [s.instance for s in sizes if s.instance.available], query)
 
     def client_address(self) -> str:
@@ -79,10 +70,7 @@ class DigitalOceanSession:
 
 
 def open_session(config: object | None) -> DigitalOceanSession:
-    config = DigitalOcean() if config is None else config
-    if not isinstance(config, DigitalOcean):
-        raise ConfigurationError(f"the digitalocean tools take a DigitalOcean(...) configuration, got {config!r}")
-    return DigitalOceanSession(config)
+    return DigitalOceanSession(config_for(config, DigitalOcean, resources.PROVIDER))
 
 
 TOOLS = ProviderTools(name=resources.PROVIDER, distribution="skyward-digitalocean", open=open_session)

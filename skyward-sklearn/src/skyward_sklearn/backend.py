@@ -30,6 +30,7 @@ import logging
 import pickle
 import queue
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -48,7 +49,7 @@ from joblib.parallel import (
 
 from skyward.api.compute import PendingCompute
 from skyward.errors import ConfigurationError
-from skyward_sklearn.payload import RUN_BATCH, ThreadPolicy, encode
+from skyward_sklearn.payload import RUN_BATCH, Initializer, ThreadPolicy, encode
 
 if TYPE_CHECKING:
     from skyward.api.pool import ComputePool
@@ -146,6 +147,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
         super().__init__(nesting_level=nesting_level, inner_max_num_threads=inner_max_num_threads, **backend_kwargs)
         self.pool: ComputePool = pool if pool is not None else current_pool()
         self.parallel: Any = None
+        self._init: Initializer | None = None
         self._outstanding: set[Future[Any]] = set()
         self._outstanding_lock = threading.Lock()
 
@@ -172,6 +174,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
         require: str | None = None,
         **backend_kwargs: Any,
     ) -> int:
+        self._init = _initializer({**self.backend_kwargs, **backend_kwargs})
         effective = self.effective_n_jobs(n_jobs)
         if n_jobs == 1:
             # As with loky: one job means no parallelism, in this process.
@@ -213,7 +216,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
             stream, buffers = encode(func)
         except Exception as exc:
             raise pickle.PicklingError(f"could not pickle the task to send it to the pool's workers: {exc}") from exc
-        return self.pool.submit(PendingCompute(RUN_BATCH, (stream, buffers, self._policy()), {}))
+        return self.pool.submit(PendingCompute(RUN_BATCH, (stream, buffers, self._policy(), self._init), {}))
 
     def _forget(self, future: Future[Any]) -> None:
         with self._outstanding_lock:
@@ -244,6 +247,22 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
         if level > 1:
             return SequentialBackend(nesting_level=level), None
         return ThreadingBackend(nesting_level=level), None
+
+
+def _initializer(backend_kwargs: dict[str, Any]) -> Initializer | None:
+    """``Parallel(initializer=..., initargs=...)`` for this configuration; each worker runs
+    it once, before its first batch (skyward_sklearn.payload.run_batch)."""
+    fn = backend_kwargs.get("initializer")
+    args = backend_kwargs.get("initargs", ())
+    if fn is None:
+        if args:
+            raise TypeError("Parallel(initargs=...) without an initializer")
+        return None
+    if not callable(fn):
+        raise TypeError(f"Parallel(initializer={fn!r}) must be callable")
+    if not isinstance(args, tuple | list):
+        raise TypeError(f"Parallel(initargs={args!r}) must be a tuple of arguments")
+    return (fn, tuple(args), uuid.uuid4().hex)
 
 
 def _factory(nesting_level: int | None = None, inner_max_num_threads: int | None = None, **kwargs: Any) -> Any:

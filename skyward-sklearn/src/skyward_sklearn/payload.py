@@ -192,8 +192,31 @@ def _limited_threads(limit: int | None) -> Iterator[None]:
         yield
 
 
-def run_batch(stream: Any, buffers: list[Any], policy: ThreadPolicy) -> Any:
-    """Runs on a worker: load a batch that ``encode`` pickled and call it."""
+Initializer = tuple[Callable[..., Any], tuple[Any, ...], str]
+"""``Parallel(initializer=fn, initargs=args)`` as ``(fn, args, token)``: run once on each
+worker before its first batch of that ``Parallel`` configuration (``token``), as loky runs
+it once in each worker process it starts. A plain tuple, so nothing of this module has to
+travel by value with it."""
+
+_initialized: set[str] = set()  # worker side: the tokens whose initializer ran here
+_initialized_lock = threading.Lock()
+
+
+def _initialize(init: Initializer | None) -> None:
+    if init is None:
+        return
+    fn, args, token = init
+    with _initialized_lock:
+        if token in _initialized:
+            return
+        fn(*args)
+        _initialized.add(token)
+
+
+def run_batch(stream: Any, buffers: list[Any], policy: ThreadPolicy, init: Initializer | None = None) -> Any:
+    """Runs on a worker: load a batch that ``encode`` pickled and call it (after the
+    ``Parallel`` call's initializer, the first time this worker sees it)."""
+    _initialize(init)
     batch: Callable[[], Any] = pickle.loads(stream, buffers=buffers)
     with _limited_threads(thread_limit(policy)):
         return batch()

@@ -235,6 +235,8 @@ class JoblibPool(_IntegrationPool):
         pip: Sequence[str] | None = None,
         safe_results: bool | None = None,
         allow_results: Sequence[str | type] = (),
+        selection: str = "first",
+        max_hourly_cost: float | None = None,
         joblib_version: str | None = None,
     ) -> None:
         pins = self._pins(image, pip, provider, [Wanted(JOBLIB, joblib_version)])
@@ -243,6 +245,7 @@ class JoblibPool(_IntegrationPool):
             memory=memory, volume=volume, spot=spot, timeout=timeout, env=env, concurrency=concurrency,
             display=display, on_event=on_event, collect_metrics=collect_metrics,
             pip=[*(pip or ()), *pins] if pins else pip, safe_results=safe_results, allow_results=allow_results,
+            selection=selection, max_hourly_cost=max_hourly_cost,
         )  # fmt: skip
 
     def __enter__(self) -> JoblibPool:
@@ -279,6 +282,8 @@ class ScikitLearnPool(_IntegrationPool):
         pip: Sequence[str] | None = None,
         safe_results: bool | None = None,
         allow_results: Sequence[str | type] = (),
+        selection: str = "first",
+        max_hourly_cost: float | None = None,
         sklearn_version: str | None = None,
     ) -> None:
         wanted = [Wanted(SKLEARN, sklearn_version), *(Wanted(name, required=False) for name in SKLEARN_COMPANIONS)]
@@ -288,6 +293,7 @@ class ScikitLearnPool(_IntegrationPool):
             memory=memory, volume=volume, spot=spot, timeout=timeout, env=env, concurrency=concurrency,
             display=display, on_event=on_event, collect_metrics=collect_metrics,
             pip=[*(pip or ()), *pins] if pins else pip, safe_results=safe_results, allow_results=allow_results,
+            selection=selection, max_hourly_cost=max_hourly_cost,
         )  # fmt: skip
 
     def __enter__(self) -> ScikitLearnPool:

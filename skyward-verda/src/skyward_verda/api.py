@@ -9,7 +9,6 @@ failures become :class:`VerdaAPIError` with Verda's own ``code`` and ``message``
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import threading
 import time
@@ -20,7 +19,9 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
+from skyward.providers.cloud.addresses import is_loopback
+from skyward.providers.cloud.http import HTTPStatusError, classify
+from skyward.providers.cloud.retry import Backoff, call_with_retry
 from skyward_verda.config import Verda
 
 USER_AGENT = "skyward-verda"
@@ -39,42 +40,14 @@ class VerdaAPIError(ProvisioningError):
         super().__init__(f"Verda API: {action} failed ({where}, {code or 'error'}): {message}")
 
 
-class _HTTPStatusError(Exception):
-    def __init__(self, response: requests.Response) -> None:
-        super().__init__(response.status_code)
-        self.response = response
-
-
-def _is_loopback(host: str | None) -> bool:
-    if host in (None, ""):
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(str(host)).is_loopback
-    except ValueError:
-        return False
-
-
 def check_api_url(url: str) -> str:
     parts = urlsplit(url)
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise ConfigurationError(
             f"Verda(api_url={url!r}): plain http would send the client secret and tokens unencrypted; use https "
             "(plain http is allowed only on a loopback address, for test doubles)"
         )
     return url.rstrip("/")
-
-
-def classify(exc: BaseException) -> Failure | None:
-    if isinstance(exc, _HTTPStatusError):
-        return Failure(status=exc.response.status_code, sent=True, headers=dict(exc.response.headers))
-    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
-        # refused or unreachable: the request never arrived (a ConnectTimeout included)
-        return Failure(status=None, sent=False, headers={})
-    if isinstance(exc, requests.RequestException):
-        return Failure(status=None, sent=True, headers={})
-    return None
 
 
 def _error_of(action: str, response: requests.Response) -> VerdaAPIError:
@@ -154,13 +127,13 @@ class TokenSource:
                 self._url, json=dict(body), timeout=self._timeout, headers={"User-Agent": USER_AGENT}
             )
             if response.status_code == 429 or response.status_code >= 500:
-                raise _HTTPStatusError(response)
+                raise HTTPStatusError(response)
             return response
 
         try:
             # a token request changes nothing on the server: safe to repeat like a GET
             return call_with_retry(once, method="GET", classify=classify, backoff=Backoff(attempts=5, base=0.5))
-        except _HTTPStatusError as exc:
+        except HTTPStatusError as exc:
             raise _error_of("authenticate", exc.response)
         except requests.RequestException as exc:
             raise VerdaAPIError("authenticate", None, "unreachable", f"{type(exc).__name__}: {exc}")
@@ -244,12 +217,12 @@ class VerdaAPI:
                     headers={"Authorization": f"Bearer {self.tokens.token()}", "User-Agent": USER_AGENT},
                 )
             if response.status_code not in ok:
-                raise _HTTPStatusError(response)
+                raise HTTPStatusError(response)
             return response
 
         try:
             return call_with_retry(once, method=method, classify=classify, backoff=self._backoff, sleep=self._sleep)
-        except _HTTPStatusError as exc:
+        except HTTPStatusError as exc:
             raise _error_of(action, exc.response)
         except requests.RequestException as exc:
             raise VerdaAPIError(action, None, "unreachable", f"{type(exc).__name__}: {exc}")

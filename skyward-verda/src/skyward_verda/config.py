@@ -57,8 +57,8 @@ class Verda(CloudSettings):
             raise ConfigurationError(
                 f"Verda(image={self.image!r}) must be an image type such as 'ubuntu-24.04-cuda-12.8'"
             )
-        if isinstance(self.ssh_key_ids, str):
-            raise ConfigurationError("Verda(ssh_key_ids=...) takes a list of SSH key ids, not one string")
+        if not isinstance(self.ssh_key_ids, list | tuple):
+            raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) takes a list of SSH key ids (strings)")
         object.__setattr__(self, "ssh_key_ids", tuple(self.ssh_key_ids))
         if not all(isinstance(k, str) and k for k in self.ssh_key_ids):
             raise ConfigurationError(f"Verda(ssh_key_ids={self.ssh_key_ids!r}) must be non-empty strings")

@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.api.spec import PoolSpec
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import CapacityError, ConfigurationError, ProvisioningError
+from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
@@ -125,19 +126,14 @@ class VerdaDriver(SpotCloudProvider[Verda]):
     # -- prepare ------------------------------------------------------------------------
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward.events import Notice
         from skyward_verda.reaper import reap_with
 
-        try:
-            self.reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
-        except VerdaAPIError as exc:  # a safety net, not a precondition of this pool
-            emit(Notice(message=f"could not look for instances earlier pools left behind: {exc}"))
+        def sweep() -> list[str]:
             self.reaped = None
-            return
-        for instance_id, name, reason in self.reaped.instances:
-            emit(Notice(message=f"deleted Verda instance {name} ({instance_id}) left by an earlier pool: {reason}"))
-        for failure in self.reaped.failures:
-            emit(Notice(message=f"could not delete a leftover of an earlier pool: {failure}"))
+            self.reaped = reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
+            return sweep_messages(reaped.instances, reaped.failures, "Verda instance")
+
+        sweep_with_notices(sweep, emit, VerdaAPIError, "instances")
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         """The smallest type that fits the request, and a location that can deploy it now.
@@ -168,7 +164,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
                 other = select_instance(offered(types, candidates, markets, on_demand, spot), **request)
             except NoMatchingInstanceError:
                 other = None
-            raise ProvisioningError(self._no_capacity(chosen.name, markets, on_demand, spot, other))
+            raise CapacityError(self._no_capacity(chosen.name, markets, on_demand, spot, other))
         self._type, self._location = by_name[chosen.name], location
         self._image = self.config.image or pick_image(self.api.images())
         return Offer(
@@ -261,7 +257,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
         tips = ["Verda(region=None) to use any location with capacity"] if self.config.region else []
         tips += ["spot='if-available'"] if market is Market.SPOT else ["spot='if-available' or 'always'"]
         tips += ["another accelerator or size", "fewer nodes", "again later"]
-        return ProvisioningError(
+        return CapacityError(
             f"Verda has no {market.value} capacity for {self._type.name} in {self._location}: {error.api_message}"
             f"{undone}. Try {', '.join(tips)}"
         )

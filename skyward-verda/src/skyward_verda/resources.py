@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_time
+from skyward.cli.model import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_number, parse_time
+from skyward.providers.cloud.removal import delete_each, verified_removals
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.naming import DEAD, parse_description, parse_resource_name
 
@@ -31,7 +32,7 @@ def resource_of_instance(raw: dict[str, Any]) -> Resource | None:
         state=str(raw.get("status", "")),
         created=parse_time(raw.get("created_at")),
         expires_at=float(mark.expires),
-        hourly_price=float(price) if isinstance(price, int | float) else None,
+        hourly_price=parse_number(price),
         name=str(raw.get("hostname", "")),
         idle=str(raw.get("status", "")) in DEAD,  # shut down: it and its disk still bill
     )
@@ -67,28 +68,18 @@ def list_all(api: VerdaAPI) -> list[Resource]:
 def delete_and_verify(api: VerdaAPI, resources: Sequence[Resource]) -> list[Removal]:
     """Delete instances (with their OS volumes: a kept disk bills), then scripts and keys;
     then list again."""
-    errors: dict[tuple[str, str], str] = {}
     volumes = {str(i.get("id")): i.get("os_volume_id") for i in api.instances()}
-    for resource in (r for r in resources if r.kind == INSTANCE):
+
+    def delete_instance(resource: Resource) -> None:
         volume = volumes.get(resource.id)
-        try:
-            api.delete_instances([resource.id], [str(volume)] if volume else [])
-        except VerdaAPIError as error:
-            errors[(resource.kind, resource.id)] = str(error)
-    for resource in (r for r in resources if r.kind in (STARTUP_SCRIPT, SSH_KEY)):
-        try:
-            if resource.kind == STARTUP_SCRIPT:
-                api.delete_script(resource.id)
-            else:
-                api.delete_ssh_key(resource.id)
-        except VerdaAPIError as error:
-            errors[(resource.kind, resource.id)] = str(error)
-    left = {(r.kind, r.id) for r in list_all(api)}
-    removals = []
-    for resource in resources:
-        key = (resource.kind, resource.id)
-        if key in left:
-            removals.append(Removal(resource, False, errors.get(key, "still listed after the deletion was asked for")))
+        api.delete_instances([resource.id], [str(volume)] if volume else [])
+
+    def delete_other(resource: Resource) -> None:
+        if resource.kind == STARTUP_SCRIPT:
+            api.delete_script(resource.id)
         else:
-            removals.append(Removal(resource, True))
-    return removals
+            api.delete_ssh_key(resource.id)
+
+    errors = delete_each((r for r in resources if r.kind == INSTANCE), delete_instance, VerdaAPIError)
+    delete_each((r for r in resources if r.kind in (STARTUP_SCRIPT, SSH_KEY)), delete_other, VerdaAPIError, errors)
+    return verified_removals(resources, list_all(api), errors)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.cli.sessions import config_for, credential_check, reported_as
 from skyward_verda import resources
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import CLIENT_ID_ENV, CLIENT_SECRET_ENV, Verda, credentials_from_env
@@ -32,30 +32,27 @@ class VerdaSession:
         return self._api
 
     def check(self) -> CredentialCheck:
-        fix = (
-            f"create API credentials (Keys > Cloud API credentials) and export {CLIENT_ID_ENV} and {CLIENT_SECRET_ENV}"
+        return credential_check(
+            self.provider,
+            find=credentials_from_env,
+            # a read that changes nothing (and gets a token); a lambda: the api needs the credentials
+            read=lambda: self.api.ssh_keys(),  # noqa: PLW0108
+            error=VerdaAPIError,
+            missing=lambda error: str(error).split(" (")[0],
+            accepted=f"client {CLIENT_ID_ENV} accepted",
+            fix=(
+                "create API credentials (Keys > Cloud API credentials) "
+                f"and export {CLIENT_ID_ENV} and {CLIENT_SECRET_ENV}"
+            ),
         )
-        try:
-            credentials_from_env()
-        except ConfigurationError as error:
-            return CredentialCheck(self.provider, False, False, str(error).split(" (")[0], fix)
-        try:
-            self.api.ssh_keys()  # a read that changes nothing (and gets a token)
-        except VerdaAPIError as error:
-            return CredentialCheck(self.provider, True, False, str(error), fix)
-        return CredentialCheck(self.provider, True, True, f"client {CLIENT_ID_ENV} accepted")
 
     def resources(self) -> list[Resource]:
-        try:
+        with reported_as("listing Skyward resources on Verda", VerdaAPIError):
             return resources.list_all(self.api)
-        except VerdaAPIError as error:
-            raise ProvisioningError(f"while listing Skyward resources on Verda: {error}") from error
 
     def delete(self, items: Sequence[Resource]) -> list[Removal]:
-        try:
+        with reported_as("deleting Skyward resources on Verda", VerdaAPIError):
             return resources.delete_and_verify(self.api, items)
-        except VerdaAPIError as error:
-            raise ProvisioningError(f"while deleting Skyward resources on Verda: {error}") from error
 
     def offers(self, query: OfferQuery) -> list[Offer]:
         import dataclasses
@@ -63,10 +60,8 @@ class VerdaSession:
         from skyward.cli.offers import offers_from
         from skyward_verda.offers import parse_instance_types
 
-        try:
+        with reported_as("listing Verda instance types", VerdaAPIError):
             types = parse_instance_types(self.api.instance_types())
-        except VerdaAPIError as error:
-            raise ProvisioningError(f"while listing Verda instance types: {error}") from error
         region = self.config.region or "any"
         instances = [dataclasses.replace(t.instance, region=region) for t in types]
         return offers_from(self.provider, instances, query)
@@ -79,10 +74,7 @@ class VerdaSession:
 
 
 def open_session(config: object | None) -> VerdaSession:
-    config = Verda() if config is None else config
-    if not isinstance(config, Verda):
-        raise ConfigurationError(f"the verda tools take a Verda(...) configuration, got {config!r}")
-    return VerdaSession(config)
+    return VerdaSession(config_for(config, Verda, resources.PROVIDER))
 
 
 TOOLS = ProviderTools(name=resources.PROVIDER, distribution="skyward-verda", open=open_session)

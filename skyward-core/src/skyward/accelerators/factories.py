@@ -18,6 +18,24 @@ from skyward.errors import ConfigurationError
 _SLICE = re.compile(r"^\s*((?:tpu[\s_-]*)?v\w+)[\s_-]+\d+\s*$", re.IGNORECASE)
 
 
+def _text(factory: str, parameter: str, value: object) -> str:
+    """``value`` stripped, when it is a non-empty string; else an error naming the parameter."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{factory}({parameter}={value!r}) must be a non-empty string")
+    return value.strip()
+
+
+def _named(factory: str, parameter: str, value: object, name: str, count: int) -> Accelerator:
+    """``make_accelerator(name, count)``, with an unknown model reported against the
+    factory parameter that named it: ``Accelerator.AMD.MI(model='x')``."""
+    try:
+        return make_accelerator(name, count)
+    except ConfigurationError as exc:
+        if current_catalog().model_for(name) is None:
+            raise ConfigurationError(f"{factory}({parameter}={value!r}): {exc}") from None
+        raise
+
+
 @dataclass(frozen=True, slots=True)
 class NVIDIAModel:
     """A callable that builds requests for one NVIDIA model."""
@@ -60,6 +78,8 @@ class NVIDIAFactories:
 
 
 def _versioned(family: str, kind: str, version: int | str, count: int) -> Accelerator:
+    if isinstance(version, bool) or not isinstance(version, int | str):
+        raise ConfigurationError(f"Accelerator.AWS.{family}(version={version!r}) must be a version such as 2")
     name = f"{family}{version}"
     catalog = current_catalog()
     if catalog.model_for(name) is None:
@@ -68,7 +88,10 @@ def _versioned(family: str, kind: str, version: int | str, count: int) -> Accele
             for m in catalog.models()
             if catalog.variants(m)[0].kind == kind and m.startswith(family)
         ]
-        raise ConfigurationError(f"unknown {family} version {version!r}; known versions: {', '.join(known)}")
+        raise ConfigurationError(
+            f"Accelerator.AWS.{family}(version={version!r}): unknown {family} version; "
+            f"known versions: {', '.join(known)}"
+        )
     return make_accelerator(name, count, catalog=catalog)
 
 
@@ -90,21 +113,27 @@ class GoogleFactories:
     @staticmethod
     def TPU(version: str, count: int = 1) -> Accelerator:
         """``version`` such as ``"v5p"``; ``count`` chips per node."""
-        version = version.strip()
+        given = version
+        version = _text("Accelerator.Google.TPU", "version", version)
         if not version.casefold().startswith("v"):
             version = f"v{version}"
-        return make_accelerator(f"TPU-{version}", count)
+        return _named("Accelerator.Google.TPU", "version", given, f"TPU-{version}", count)
 
     @staticmethod
     def TPUSlice(name: str) -> Accelerator:
         """A slice such as ``"v5p-8"``: the TPU version and its size."""
-        match = _SLICE.match(name)
+        match = _SLICE.match(_text("Accelerator.Google.TPUSlice", "name", name))
         if match is None:
-            raise ConfigurationError(f"TPU slice names look like 'v5p-8' or 'v6e-16' (version-size); got {name!r}")
+            raise ConfigurationError(
+                f"Accelerator.Google.TPUSlice(name={name!r}): TPU slice names look like 'v5p-8' or 'v6e-16' "
+                "(version-size)"
+            )
         catalog = current_catalog()
         tpus = [m for m in catalog.models() if catalog.variants(m)[0].kind == "tpu"]
         if catalog.model_for(match[1]) not in tpus:
-            raise ConfigurationError(f"{name!r} is not a TPU slice; TPU versions: {', '.join(tpus)}")
+            raise ConfigurationError(
+                f"Accelerator.Google.TPUSlice(name={name!r}) is not a TPU slice; TPU versions: {', '.join(tpus)}"
+            )
         return parse_accelerator(name, catalog=catalog)
 
 
@@ -113,13 +142,14 @@ class AMDFactories:
 
     @staticmethod
     def MI(model: str, count: int = 1) -> Accelerator:
-        model = model.strip()
-        name = model if model.casefold().startswith("mi") else f"MI{model}"
-        return make_accelerator(name, count)
+        text = _text("Accelerator.AMD.MI", "model", model)
+        name = text if text.casefold().startswith("mi") else f"MI{text}"
+        return _named("Accelerator.AMD.MI", "model", model, name, count)
 
     @staticmethod
     def RadeonPro(model: str, count: int = 1) -> Accelerator:
-        return make_accelerator(f"RadeonPro-{model.strip()}", count)
+        text = _text("Accelerator.AMD.RadeonPro", "model", model)
+        return _named("Accelerator.AMD.RadeonPro", "model", model, f"RadeonPro-{text}", count)
 
 
 Accelerator.NVIDIA = NVIDIAFactories

@@ -12,6 +12,10 @@ from skyward.errors import ConfigurationError
 
 MigSpec = str | Sequence[str]
 
+MAX_COUNT = 16384
+"""The most devices one request may name: a whole TPU pod slice (v5p: 8,960 chips) fits,
+``10**30`` does not."""
+
 
 def _one_of(items: Sequence[str]) -> str:
     if len(items) <= 1:
@@ -91,8 +95,18 @@ def make_accelerator(
     """
     cat = current_catalog() if catalog is None else catalog
     model = resolve_model(name, cat)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ConfigurationError(f"accelerator count must be an integer >= 1, got {count!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+        raise ConfigurationError(f"accelerator count must be an integer >= 1 and at most {MAX_COUNT}, got {count!r}")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, str | int)):
+        raise ConfigurationError(f"{model}(memory={memory!r}): write the memory of one device like '40GB' or 40")
+    if form_factor is not None and not isinstance(form_factor, str):
+        raise ConfigurationError(f"{model}(form_factor={form_factor!r}) must be a string such as 'SXM'")
+    if mig is not None and not (
+        isinstance(mig, str) or (isinstance(mig, list | tuple) and all(isinstance(p, str) for p in mig))
+    ):
+        raise ConfigurationError(
+            f"{model}(mig={mig!r}) must be a MIG profile such as '3g.40gb' or a list of profiles for each GPU"
+        )
 
     memory_gb: int | None = None
     if memory is not None:
@@ -116,7 +130,9 @@ def make_accelerator(
                 if choices
                 else "it has no form-factor variants, leave form_factor unset"
             )
-            raise ConfigurationError(f"{model} has no form factor {form_factor!r}: {allowed}")
+            raise ConfigurationError(
+                f"{model}(form_factor={form_factor!r}): {model} has no such form factor; {allowed}"
+            )
 
     matching = cat.matching(model, memory_gb, canonical_ff)
     if not matching:

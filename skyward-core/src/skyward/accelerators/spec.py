@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from skyward.accelerators.mig import format_mig
+from skyward.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from skyward.accelerators.factories import (
@@ -56,7 +57,9 @@ class Accelerator:
 
     def __post_init__(self) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"Accelerator count must be an integer >= 1, got {self.count!r}")
+            raise ConfigurationError(f"Accelerator(count={self.count!r}) must be an integer >= 1")
+        if isinstance(self.mig, str) or not isinstance(self.mig, tuple | list):
+            raise ConfigurationError(f"Accelerator(mig={self.mig!r}) must be a tuple of MIG profiles")
         if not isinstance(self.mig, tuple):
             object.__setattr__(self, "mig", tuple(self.mig))
 

@@ -1,13 +1,24 @@
-"""The agent's start-up configuration: JSON in the ``SKYWARD_AGENT_CONFIG`` variable."""
+"""The agent's start-up configuration: one line of JSON on the agent's standard input.
+
+The config holds the node's CURVE server secret, so it never travels in the environment:
+a process's initial environment stays readable in ``/proc/<pid>/environ`` for its whole
+life (to the same user, i.e. to every task), even after ``os.environ`` forgets it. The
+bootstrap script feeds it on stdin from a here-document (bash: a pipe, or a 0600
+temporary file that is already unlinked), and the agent reads one line and closes stdin.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import IO, Any
 
 ENV_VAR = "SKYWARD_AGENT_CONFIG"
+"""The key under which the pool hands the config to the bootstrap (``BootstrapContext.agent_env``);
+the bootstrap moves it onto the agent's stdin, never into its environment."""
+CONFIG_END = "SKYWARD_AGENT_CONFIG_END"
+"""The here-document delimiter; a JSON object line can never equal it."""
 READY_MARKER = "::skyward-ready"
 DEFAULT_AGENT_PORT = 16789  # what cloud providers open to the client's address only
 BIND_HOST_ENV = "SKYWARD_BIND_HOST"  # overrides the host of a tcp bind (emulated instances)
@@ -65,10 +76,11 @@ class AgentConfig:
         return AgentConfig(**data)
 
     @staticmethod
-    def from_env() -> AgentConfig:
-        raw = os.environ.get(ENV_VAR)
+    def from_stream(stream: IO[str]) -> AgentConfig:
+        """The config from the first line of ``stream`` (the agent's stdin)."""
+        raw = stream.readline().strip()
         if not raw:
-            raise SystemExit(f"skyward agent: {ENV_VAR} is not set; the bootstrap script sets it")
+            raise SystemExit("skyward agent: no config on stdin; the bootstrap script feeds it")
         return AgentConfig.from_json(raw)
 
     def effective_bind(self) -> str:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from skyward.agent.output import OutputBuffer
+
 
 def describe_exit(returncode: int) -> str:
     """A person-readable cause of death: 'killed by SIGKILL (possibly out of memory)'."""
@@ -22,20 +24,13 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
-@dataclass
-class OutputBuffer:
-    """Splits a pipe's bytes into lines, keeping a partial last line for later."""
-
-    pending: bytes = b""
-
-    def feed(self, data: bytes) -> list[str]:
-        self.pending += data
-        *lines, self.pending = self.pending.split(b"\n")
-        return [line.decode(errors="replace").rstrip("\r") for line in lines]
-
-    def flush(self) -> list[str]:
-        rest, self.pending = self.pending, b""
-        return [rest.decode(errors="replace")] if rest else []
+PIPE_READ = 65536  # bytes per read: a Linux pipe's default capacity
+MAX_READS_PER_TURN = 16
+"""Reads of one pipe per turn of the supervisor's loop (1 MiB): the rest waits in the pipe,
+where it holds the writing task back instead of growing the agent."""
+MAX_READS_AT_EXIT = 1024
+"""Reads of a dead worker's pipe before it is closed (64 MiB): all it wrote, unless a
+grandchild that kept the pipe keeps writing."""
 
 
 @dataclass
@@ -69,24 +64,36 @@ class WorkerProcess:
             handle.outputs[fd] = (stream_name, OutputBuffer())
         return handle
 
-    def read(self, fd: int) -> tuple[str, list[str], bool]:
-        """Read what is available on one of its pipes: (stream, lines, reached EOF)."""
+    def read(self, fd: int, now: float = 0.0, reads: int = MAX_READS_PER_TURN) -> tuple[str, list[str], bool]:
+        """Read what is available on one of its pipes, at most ``reads`` pipe reads:
+        (stream, lines, reached EOF). A task writing faster than the agent sends would
+        otherwise keep it here, holding ever more text."""
         stream, buffer = self.outputs[fd]
-        chunks: list[bytes] = []
+        lines: list[str] = []
         eof = False
-        while True:
+        for _ in range(reads):
             try:
-                data = os.read(fd, 65536)
+                data = os.read(fd, PIPE_READ)
             except BlockingIOError:
                 break
             if not data:
                 eof = True
                 break
-            chunks.append(data)
-        lines = buffer.feed(b"".join(chunks))
+            lines += buffer.feed(data, now)
         if eof:
             lines += buffer.flush()
         return stream, lines, eof
+
+    def drain(self, fd: int, now: float) -> tuple[str, list[str]]:
+        """All that is left in one of a finished worker's pipes, partial line included."""
+        stream, lines, eof = self.read(fd, now, reads=MAX_READS_AT_EXIT)
+        if not eof:
+            lines += self.outputs[fd][1].flush()
+        return stream, lines
+
+    def due(self, now: float) -> list[tuple[str, list[str]]]:
+        """Per stream, the text that has waited long enough for a line end."""
+        return [(stream, lines) for stream, buffer in self.outputs.values() if (lines := buffer.due(now))]
 
     def close_pipes(self) -> None:
         for pipe in (self.process.stdout, self.process.stderr):

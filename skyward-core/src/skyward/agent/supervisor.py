@@ -97,7 +97,6 @@ class Supervisor:
 
     def _spawn(self, index: int) -> None:
         env = dict(os.environ)
-        env.pop("SKYWARD_AGENT_CONFIG", None)  # workers never see the node's config in their environment
         devices = self.config.visible_devices
         if index < len(devices) and devices[index] is not None:
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the indices are NVML's, which follow the PCI bus
@@ -241,15 +240,26 @@ class Supervisor:
         return False
 
     def _flush_output(self, worker: WorkerProcess) -> None:
+        """Everything left in a finished worker's pipes (see MAX_READS_AT_EXIT)."""
         for fd in list(worker.outputs):
-            self._forward_output(worker, fd)
+            self._send_lines(worker, *worker.drain(fd, time.monotonic()))
 
     def _forward_output(self, worker: WorkerProcess, fd: int) -> bool:
-        stream, lines, eof = worker.read(fd)
+        stream, lines, eof = worker.read(fd, time.monotonic())
+        self._send_lines(worker, stream, lines)
+        return eof
+
+    def _send_lines(self, worker: WorkerProcess, stream: str, lines: list[str]) -> None:
         if lines:
             payload = {"worker": worker.index, "stream": stream, "lines": lines, "ts": time.time()}
             self._send_client([wire.LOG, wire.encode_json(payload)])
-        return eof
+
+    def _forward_partial_lines(self, now: float) -> None:
+        """Text a task wrote without a line end goes out once it has waited a moment
+        (skyward.agent.output), so a progress bar or a prompt shows up while it runs."""
+        for worker in list(self.workers.values()):
+            for stream, lines in worker.due(now):
+                self._send_lines(worker, stream, lines)
 
     def _on_worker_exit(self, worker: WorkerProcess) -> bool:
         try:
@@ -301,6 +311,7 @@ class Supervisor:
         if self.sampler is not None and self.client is not None and now - self.last_metrics >= c.metrics_interval:
             self.last_metrics = now
             self._send_client([wire.METRICS, wire.encode_json(self.sampler.sample())])
+        self._forward_partial_lines(now)
         for worker in list(self.workers.values()):
             if worker.outputs and worker.process.poll() is not None:
                 self._on_worker_exit(worker)  # died without closing its pipes (a grandchild holds them)
@@ -367,9 +378,16 @@ def _with_mig_devices(config: AgentConfig) -> AgentConfig:
     return dataclasses.replace(config, visible_devices=devices)
 
 
+def _close_stdin() -> None:
+    """Nothing else comes on stdin: point it at /dev/null so no child inherits the pipe."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
 def main() -> None:
-    config = _with_mig_devices(AgentConfig.from_env())
-    os.environ.pop("SKYWARD_AGENT_CONFIG", None)
+    config = _with_mig_devices(AgentConfig.from_stream(sys.stdin))
+    _close_stdin()
     supervisor = Supervisor(config)
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -23,9 +23,16 @@ _WATCH_POLL = 0.005
 
 
 class SocketWatch:
-    def __init__(self, context: zmq.Context[zmq.Socket[bytes]], tasks: zmq.Socket[bytes], handle: Callable[[], None]):
+    def __init__(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        tasks: zmq.Socket[bytes],
+        handle: Callable[[], None],
+        engage: Callable[[], None] | None = None,
+    ):
         self._tasks = tasks
         self._handle = handle  # reads and handles every waiting message on ``tasks``
+        self._engage = engage  # runs once as the watch takes the socket (a stream sends what waits)
         self._io = threading.Lock()  # whoever holds it may use ``tasks``
         self._io.acquire()  # the main thread, except while a task runs
         address = f"inproc://skyward-watch-{id(self)}"
@@ -69,6 +76,8 @@ class SocketWatch:
             with self._io:
                 try:
                     if self._busy and self._seq == seq:
+                        if self._engage is not None:
+                            self._engage()
                         while True:
                             ready = dict(poller.poll())
                             if self._tasks in ready:

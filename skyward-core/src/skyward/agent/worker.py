@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import inspect
 import json
 import os
 import signal
@@ -23,12 +24,48 @@ from typing import Any
 import zmq
 
 from skyward.agent.watch import SocketWatch
+from skyward.errors import AbandonedError
 from skyward.runtime.context import InstanceInfo, set_instance_info
-from skyward.transport import security, serialize, wire
+from skyward.transport import inputs, security, serialize, wire
 
 FN_CACHE_SIZE = 64
 _RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow ones at once
 _CLUSTER_WAIT_SECONDS = 30.0  # the pool sends it right after connecting
+
+
+class _StreamOutput:
+    """Results of the running stream not yet sent (one RESULTS message's worth). Small
+    values (one frame) are packed into one ITEMS frame; others travel as ITEM."""
+
+    __slots__ = ("client", "done", "frames", "packed", "task_id")
+
+    _PACK_MAX = 64 * 1024  # a value this large keeps its own frame
+
+    def __init__(self) -> None:
+        self.client = b""
+        self.task_id = 0
+        self.done: list[tuple[int, wire.Status, int, float]] = []
+        self.frames: list[serialize.Frame] = []
+        self.packed: list[bytes] = []
+
+    def value(self, task_id: int, frames: list[serialize.Frame]) -> None:
+        if len(frames) == 1 and isinstance(frames[0], bytes) and len(frames[0]) < self._PACK_MAX:
+            self.task_id = task_id
+            self.packed.append(frames[0])
+        else:
+            self.add(task_id, wire.Status.ITEM, frames, 0.0)
+
+    def add(self, task_id: int, status: wire.Status, frames: list[serialize.Frame], seconds: float) -> None:
+        self.seal()
+        self.done.append((task_id, status, len(frames), seconds))
+        self.frames.extend(frames)
+
+    def seal(self) -> None:
+        """Close the pack of small values (in order, before what comes next)."""
+        if self.packed:
+            self.done.append((self.task_id, wire.Status.ITEMS, 1, 0.0))
+            self.frames.append(wire.pack_values(self.packed))
+            self.packed = []
 
 
 def _die_with_parent() -> None:
@@ -74,19 +111,27 @@ def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
         return serialize.dumps_result((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
 
 
-def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
-    """Run one task (its frames, see ``wire.encode_task``); never raises."""
+def call_task(cache: FunctionCache, payload: list[Any]) -> tuple[Any, Any]:
+    """Call one task's function (its frames, see ``wire.encode_task``): (function, what it
+    returned); raises what loading or calling it raised."""
     fn: Any = None
     try:
         key, fn_bytes, arguments = wire.decode_task(payload)
         fn = cache.load(key, fn_bytes)
         args, kwargs = serialize.loads(arguments)
-        result = fn(*args, **kwargs)
-    except BaseException as exc:  # user code may raise anything, SystemExit included
-        return wire.Status.RAISED, _encode_exception(exc)
+        return fn, fn(*args, **kwargs)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
+    """Run one task (its frames, see ``wire.encode_task``); never raises."""
+    fn: Any = None
+    try:
+        fn, result = call_task(cache, payload)
+    except BaseException as exc:  # user code may raise anything, SystemExit included
+        return wire.Status.RAISED, _encode_exception(exc)
     try:
         return wire.Status.OK, serialize.dumps_result(result)
     except Exception as exc:
@@ -124,8 +169,26 @@ class Worker:
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()
-        self.pending: deque[tuple[bytes, int, list[Any]]] = deque()  # (client, task id, frames), not begun
-        self.watch = SocketWatch(self.context, self.tasks, self._receive)
+        # (client, task id, frames, stream window: 0 for a plain task), not begun
+        self.pending: deque[tuple[bytes, int, list[Any], int]] = deque()
+        # the stream running now: its task id, the values it may still send, and whether
+        # the client asked to stop it (set by ``_receive``, on either thread)
+        self.stream_id: int | None = None
+        self.stream_credit = 0
+        self.stream_stop = False
+        self.stopping = False  # STOP arrived while a stream waited for credit or input
+        # the task running now (any kind), for RECALL and input streams
+        self.running_id: int | None = None
+        self.running_client = b""
+        # input streams of the running task, by slot: items received, slots ended, items
+        # read since the last WANT (see ``next_input``)
+        self.inputs_task: int | None = None
+        self.inputs: dict[int, deque[list[Any]]] = {}
+        self.inputs_ended: set[int] = set()
+        self.inputs_read: dict[int, int] = {}
+        inputs.set_source(self)
+        self.stream_out = _StreamOutput()
+        self.watch = SocketWatch(self.context, self.tasks, self._receive, self._flush_stream)
 
     def serve(self) -> None:
         from skyward.plugins.registry import get_plugin_manager
@@ -143,6 +206,8 @@ class Worker:
                 if not self.cluster_known and not self._await_cluster():
                     return
                 self._on_tasks()
+                if self.stopping:
+                    return
 
     def _await_cluster(self) -> bool:
         """Handle control messages until the cluster info has arrived; False on STOP."""
@@ -190,14 +255,92 @@ class Worker:
             if kind == wire.TASKS:
                 client = frames[0].bytes
                 offset = 2
-                for task_id, count in wire.unpack_tasks(frames[1].bytes):
-                    self.pending.append((client, task_id, frames[offset : offset + count]))
+                for task_id, count, window in wire.unpack_tasks(frames[1].bytes):
+                    self.pending.append((client, task_id, frames[offset : offset + count], window))
                     offset += count
             elif kind == wire.RECALL:
                 self._recall(frames[0].bytes, set(wire.unpack_recall(frames[1].bytes)))
+            elif kind == wire.INPUT:
+                self._on_input(frames)
+            elif kind == wire.CREDIT:
+                task_id, count = wire.unpack_credit(frames[1].bytes)
+                if task_id == self.stream_id:
+                    self.stream_credit += count
+
+    def _on_input(self, frames: list[Any]) -> None:
+        task_id, slot, ended, counts = wire.unpack_input(frames[1].bytes)
+        if task_id != self.running_id:
+            return  # late: its task is over
+        if self.inputs_task != task_id:
+            self._reset_inputs(task_id)
+        buffer = self.inputs.setdefault(slot, deque())
+        offset = 2
+        for count in counts:
+            buffer.append(frames[offset : offset + count])
+            offset += count
+        if ended:
+            self.inputs_ended.add(slot)
+
+    def _reset_inputs(self, task_id: int | None) -> None:
+        self.inputs_task = task_id
+        self.inputs, self.inputs_ended, self.inputs_read = {}, set(), {}
+
+    def next_input(self, slot: int) -> Any:
+        """The next item of the running task's input stream ``slot`` (called by user code,
+        through ``inputs.RemoteInput``): asks the client for a window of items the first
+        time and for more each time half of it was read, and waits here when none is in.
+        A RECALL (the client gave up on the task) or STOP ends the wait with
+        ``AbandonedError``."""
+        if self.inputs_task != self.running_id:
+            self._reset_inputs(self.running_id)
+        buffer = self.inputs.get(slot)
+        if buffer is None:
+            buffer = self.inputs[slot] = deque()
+            self.inputs_read[slot] = 0
+            self._with_socket(lambda: self._want(slot, inputs.INPUT_WINDOW))
+        if not buffer and slot not in self.inputs_ended:
+            self._with_socket(lambda: self._await_input(slot))
+        if not buffer:
+            raise StopIteration
+        frames = buffer.popleft()
+        self.inputs_read[slot] += 1
+        if self.inputs_read[slot] * 2 >= inputs.INPUT_WINDOW and slot not in self.inputs_ended:
+            count, self.inputs_read[slot] = self.inputs_read[slot], 0
+            self._with_socket(lambda: self._want(slot, count))
+        return serialize.loads(frames)
+
+    def _with_socket(self, action: Any) -> None:
+        """Run ``action`` with the task socket, from inside user code (which runs while
+        the watch thread may hold it)."""
+        self.watch.task_ends()
+        try:
+            action()
+        finally:
+            self.watch.task_begins()
+
+    def _want(self, slot: int, count: int) -> None:
+        if self.running_id is not None:
+            want = wire.pack_want(slot, count)
+            self._send(self.running_client, [(self.running_id, wire.Status.WANT, 1, 0.0)], [want])
+
+    def _await_input(self, slot: int) -> None:
+        poller = zmq.Poller()
+        poller.register(self.tasks, zmq.POLLIN)
+        poller.register(self.control, zmq.POLLIN)
+        buffer = self.inputs[slot]
+        while not buffer and slot not in self.inputs_ended:
+            if self.stream_stop or self.stopping:
+                raise AbandonedError("the client gave up on this task while it waited for input")
+            ready = dict(poller.poll())
+            if self.tasks in ready:
+                self._receive()
+            if self.control in ready and not self._on_control():
+                self.stopping = True
 
     def _recall(self, client: bytes, task_ids: set[int]) -> None:
-        kept: deque[tuple[bytes, int, list[Any]]] = deque()
+        if self.running_id in task_ids:
+            self.stream_stop = True  # a stream closes its generator; a task waiting for input ends
+        kept: deque[tuple[bytes, int, list[Any], int]] = deque()
         dropped: list[tuple[int, wire.Status, int, float]] = []
         for item in self.pending:
             if item[1] in task_ids:
@@ -218,25 +361,132 @@ class Worker:
         owner = b""
         last_flush = time.monotonic()
         while self.pending:
-            client, task_id, body = self.pending.popleft()
-            if done and client != owner:
+            client, task_id, body, window = self.pending.popleft()
+            if done and (client != owner or window):
                 self._send(owner, done, out)
                 done, out = [], []
             owner = client
+            self.running_id, self.running_client, self.stream_stop = task_id, client, False
+            if window:
+                self._run_stream(client, task_id, body, window)
+                if self.stopping:
+                    return
+                last_flush = time.monotonic()
+                continue
             started = time.perf_counter()
             self.watch.task_begins()
             try:
                 status, frames = run_task(self.cache, body)
             finally:
                 self.watch.task_ends()
+            self.running_id = None
             done.append((task_id, status, len(frames), time.perf_counter() - started))
             out.extend(frames)
+            if self.stopping:
+                self._send(owner, done, out)
+                return
             if self.pending and int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 self._receive()  # a RECALL for what waits here must be read before it begins
             now = time.monotonic()
             if not self.pending or now - last_flush > _RESULT_FLUSH_SECONDS:
                 self._send(owner, done, out)
                 done, out, last_flush = [], [], now
+
+    def _run_stream(self, client: bytes, task_id: int, body: list[Any], window: int) -> None:
+        """Run a generator task: each yielded value leaves as an ITEM, at most ``window``
+        ahead of what the client has read (its CREDIT messages); when none is left the
+        generator is paused here, waiting. A RECALL (the client closed the stream), or
+        STOP, closes the generator, so its ``finally`` runs, and frees the worker.
+
+        Values travel together while they come quickly (``_RESULT_FLUSH_SECONDS``); when
+        the generator's next step runs long, the watch thread sends what waits
+        (``_flush_stream``), so a value is never held back behind a slow step for longer
+        than the watch takes to engage (``watch.WATCH_AFTER``)."""
+        out = self.stream_out
+        out.client = client
+        self.stream_id, self.stream_credit = task_id, window
+        started = time.perf_counter()
+        generator: Any = None
+        final: tuple[wire.Status, list[serialize.Frame]] | None = None
+        self.watch.task_begins()
+        try:
+            fn, generator = call_task(self.cache, body)
+            if not inspect.isgenerator(generator):
+                name = getattr(fn, "__qualname__", fn)
+                raise TypeError(f"{name} was sent as a stream but returned {type(generator).__name__}, not a generator")
+        except BaseException as exc:
+            final = (wire.Status.RAISED, _encode_exception(exc))
+        finally:
+            self.watch.task_ends()
+        last_flush = time.monotonic()
+        while final is None:
+            if self.stream_credit <= 0 or self.stream_stop:
+                self._flush_stream()
+                self._await_credit()
+            if self.stream_stop or self.stopping:
+                self.watch.task_begins()
+                try:
+                    generator.close()  # its finally runs here
+                except BaseException:
+                    pass  # nobody reads this stream any more
+                finally:
+                    self.watch.task_ends()
+                final = (wire.Status.RECALLED, [])
+                break
+            self.watch.task_begins()
+            try:
+                value = next(generator)
+            except StopIteration:
+                final = (wire.Status.OK, serialize.dumps_result(None))
+                break
+            except BaseException as exc:
+                final = (wire.Status.RAISED, _encode_exception(exc))
+                break
+            finally:
+                self.watch.task_ends()
+            try:
+                frames = serialize.dumps_value(value)  # now: the generator may change it next
+            except Exception as exc:
+                error = TypeError(f"a value the stream yielded cannot be pickled: {exc}")
+                generator.close()
+                final = (wire.Status.RAISED, _encode_exception(error))
+                break
+            out.value(task_id, frames)
+            self.stream_credit -= 1
+            if int(self.tasks.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                self._receive()
+            now = time.monotonic()
+            if now - last_flush > _RESULT_FLUSH_SECONDS:
+                self._flush_stream()
+                last_flush = now
+        sys.stdout.flush()
+        sys.stderr.flush()
+        status, frames = final
+        out.add(task_id, status, frames, time.perf_counter() - started)
+        self._flush_stream()
+        self.stream_id = self.running_id = None
+
+    def _await_credit(self) -> None:
+        """Block until the client grants more values, recalls the stream, or STOP comes."""
+        poller = zmq.Poller()
+        poller.register(self.tasks, zmq.POLLIN)
+        poller.register(self.control, zmq.POLLIN)
+        while self.stream_credit <= 0 and not self.stream_stop:
+            ready = dict(poller.poll())
+            if self.tasks in ready:
+                self._receive()
+            if self.control in ready and not self._on_control():
+                self.stopping = True
+                return
+
+    def _flush_stream(self) -> None:
+        """Send the stream's waiting values (main thread between steps, or the watch
+        thread while a step runs long: whoever holds the socket)."""
+        out = self.stream_out
+        out.seal()
+        if out.done:
+            self._send(out.client, out.done, out.frames)
+            out.done, out.frames = [], []
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
         try:

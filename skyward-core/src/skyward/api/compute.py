@@ -2,14 +2,19 @@
 
 Operators route a computation to a pool: ``>>`` runs it on one worker, ``@`` on every
 worker, ``&`` chains up to eight into a typed batch, and ``gather`` groups any number.
+A generator function is a stream: ``>>`` returns an iterator over what it yields, as it
+yields it (see ``skyward.transport.stream``).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from skyward.errors import ConfigurationError
 
@@ -49,14 +54,75 @@ class PendingCompute(Generic[R]):
     def name(self) -> str:
         return getattr(self.fn, "__qualname__", repr(self.fn))
 
-    def __rshift__(self, pool: Executor) -> R:
+    @property
+    def is_stream(self) -> bool:
+        """Whether ``fn`` is a generator function: its values come back as it yields them."""
+        return inspect.isgeneratorfunction(self.fn)
+
+    # A generator's computation gives an iterator (a stream), not the generator object:
+    # only iteration and close() travel, not send() or throw().
+    @overload
+    def __rshift__(self: PendingCompute[Generator[T, Any, Any]], pool: Executor) -> Iterator[T]: ...
+
+    @overload
+    def __rshift__(self, pool: Executor) -> R: ...
+
+    def __rshift__(self, pool: Executor) -> Any:
         return pool.run(self)
 
-    def __matmul__(self, pool: Executor) -> tuple[R, ...]:
+    @overload
+    def __matmul__(self: PendingCompute[Generator[T, Any, Any]], pool: Executor) -> tuple[Iterator[T], ...]: ...
+
+    @overload
+    def __matmul__(self, pool: Executor) -> tuple[R, ...]: ...
+
+    def __matmul__(self, pool: Executor) -> tuple[Any, ...]:
         return pool.broadcast(self)
 
     def __and__(self, other: PendingCompute[B]) -> PendingBatch2[R, B]:
         return PendingBatch2((self, _check_chained(other)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # ``fn`` is the function @compute wrapped; its module attribute is the wrapper, so
+        # the standard pickle, which saves functions by name, finds "not the same object".
+        # Save the wrapper's name instead; any other function is saved as it is.
+        return (_rebuild, (_ComputeName.of(self.fn) or self.fn, self.args, self.kwargs))
+
+
+@dataclass(frozen=True, slots=True)
+class _ComputeName:
+    """Where a module-level ``@compute`` function lives: its computation's ``fn`` is the
+    wrapper's ``.local`` there."""
+
+    module: str
+    qualname: str
+
+    @staticmethod
+    def of(fn: Callable[..., Any]) -> _ComputeName | None:
+        module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+        # __main__ is not importable on a worker: cloudpickle sends such functions by value.
+        if not module or module == "__main__" or "<locals>" in qualname:
+            return None
+        found: Any = sys.modules.get(module)
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+        if isinstance(found, ComputeFunction) and found.local is fn:
+            return _ComputeName(module, qualname)
+        return None
+
+    def resolve(self) -> Callable[..., Any]:
+        found: Any = importlib.import_module(self.module)
+        for part in self.qualname.split("."):
+            found = getattr(found, part)
+        if not isinstance(found, ComputeFunction):
+            raise TypeError(f"{self.module}.{self.qualname} is no longer a @compute function")
+        return found.local
+
+
+def _rebuild(
+    fn: Callable[..., Any] | _ComputeName, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> PendingCompute[Any]:
+    return PendingCompute(fn.resolve() if isinstance(fn, _ComputeName) else fn, args, kwargs)
 
 
 def _check_pending(value: object) -> PendingCompute[Any]:
@@ -157,9 +223,29 @@ class PendingBatch8(PendingBatch[Any], Generic[A, B, C, D, E, F, G, H]):
         raise ConfigurationError("a chain with & holds at most 8 computations; use gather(*computations) for more")
 
 
-def gather(*computations: PendingCompute[R]) -> PendingBatch[R]:
-    """Group any number of computations; ``gather(...) >> pool`` returns results in order."""
-    return PendingBatch(tuple(_check_pending(c) for c in computations))
+@dataclass(frozen=True, slots=True)
+class PendingStreams(PendingBatch[Any], Generic[T]):
+    """``gather`` of generator computations: ``>> pool`` gives an iterator each, in order."""
+
+    def __rshift__(self, pool: Executor) -> tuple[Iterator[T], ...]:
+        return pool.run_batch(self)
+
+
+@overload
+def gather(*computations: PendingCompute[Generator[T, Any, Any]]) -> PendingStreams[T]: ...
+
+
+@overload
+def gather(*computations: PendingCompute[R]) -> PendingBatch[R]: ...
+
+
+def gather(*computations: PendingCompute[Any]) -> PendingBatch[Any]:
+    """Group any number of computations; ``gather(...) >> pool`` returns results in order
+    (an iterator for each generator's computation)."""
+    items = tuple(_check_pending(c) for c in computations)
+    if items and all(c.is_stream for c in items):
+        return PendingStreams(items)
+    return PendingBatch(items)
 
 
 class ComputeFunction(Generic[P, R]):
@@ -194,4 +280,9 @@ def compute(fn: Callable[P, R]) -> ComputeFunction[P, R]:
         return fn
     if not callable(fn):
         raise ConfigurationError(f"@compute needs a function (or other callable), got {type(fn).__name__}: {fn!r}")
+    if inspect.isasyncgenfunction(fn):
+        raise ConfigurationError(
+            f"@compute({getattr(fn, '__qualname__', fn)}): async generator functions are not supported; "
+            "write a plain generator (def with yield): its values stream back the same way"
+        )
     return ComputeFunction(fn)

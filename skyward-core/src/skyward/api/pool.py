@@ -1,6 +1,6 @@
 """``ComputePool``: provisions nodes through a provider, runs computations, tears down.
 
-Construction validates everything and provisions nothing. ``with pool:`` (or
+Construction validates everything (every candidate's configuration) and provisions nothing. ``with pool:`` (or
 ``pool.open()``) provisions, bootstraps and connects; leaving the block stops the agents,
 terminates every node and removes the provider's infrastructure, whatever happened
 inside. A timer stops the pool after ``timeout`` seconds; each node also enforces that
@@ -16,12 +16,14 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from skyward.agent.config import AgentConfig
 from skyward.agent.notices import NoticeKind
+from skyward.api import failover
 from skyward.api.compute import PendingBatch, PendingCompute
 from skyward.api.progress import Progress
 from skyward.api.spec import PoolSpec, build_spec
@@ -30,6 +32,7 @@ from skyward.errors import (
     PoolClosedError,
     PoolTimeoutError,
     ProvisioningError,
+    UnavailableError,
     VersionMismatchError,
 )
 from skyward.image import CLIENT_PYTHON, BootstrapContext, Image
@@ -39,18 +42,21 @@ from skyward.providers import rules
 from skyward.providers.protocol import (
     FollowsBootstrap,
     NodeHandle,
+    PortMapping,
     ProviderDriver,
     ReclaimWatch,
     SpotMarket,
     SpotReplacement,
     VolumeMounts,
 )
-from skyward.providers.settings import NODE_TTL_MARGIN, settings_of
+from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
+from skyward.transport.inputs import split_inputs
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
+from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 
 T = TypeVar("T")
 
@@ -61,6 +67,35 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """One candidate, validated at construction: what the pool needs to start on it."""
+
+    index: int
+    label: str
+    spec: PoolSpec
+    provider_name: str
+    driver: ProviderDriver
+    settings: ProviderSettings
+    spot_notice: str | None
+    decoder: ResultDecoder
+
+
+def _common_rules(provider_name: str, driver: ProviderDriver, spec: PoolSpec) -> str | None:
+    """The rules every provider shares (skyward.providers.rules); returns the Notice
+    a pool that runs on-demand instead of spot says when it opens."""
+    rules.unmounted_volumes(provider_name, spec.volumes, isinstance(driver, VolumeMounts))
+    if isinstance(driver, VolumeMounts):
+        for volume in spec.volumes:
+            if not driver.mounts(volume):
+                raise ConfigurationError(
+                    f"ComputePool(volume=...): the {provider_name} provider cannot mount {volume!r}"
+                )
+    if isinstance(driver, SpotMarket):
+        return None
+    return rules.spot_without_market(provider_name, spec.spot)
 
 
 class _EventPump:
@@ -88,7 +123,13 @@ class _EventPump:
 
 
 class ComputePool:
-    """A pool of nodes from one provider. See the README for the full parameter table."""
+    """A pool of nodes from one provider. See the README for the full parameter table.
+
+    ``provider`` may be a list of candidates (configurations or ``sky.Spec`` values): the
+    pool starts on the first that can provide every node, in the order ``selection`` gives
+    (``"first"``: as listed; ``"cheapest"``: by the whole pool's live hourly price), and
+    moves on only for what another candidate can fix (``skyward.api.failover``). Until it
+    opens, ``spec`` and ``provider_name`` are the first candidate's; then the chosen one's."""
 
     def __init__(
         self,
@@ -110,6 +151,8 @@ class ComputePool:
         pip: Sequence[str] | None = None,
         safe_results: bool | None = None,
         allow_results: Sequence[str | type] = (),
+        selection: str = "first",
+        max_hourly_cost: float | None = None,
     ) -> None:
         from skyward.callbacks import EventBus
         from skyward.display import create_display
@@ -119,19 +162,40 @@ class ComputePool:
             provider = Local()
         if on_event is not None and not callable(on_event):
             raise ConfigurationError(f"ComputePool(on_event={on_event!r}): must be a callable taking an event")
-        self.spec: PoolSpec = build_spec(
-            provider=provider, image=image, pip=pip, nodes=nodes, machine=machine,
-            accelerator=accelerator, cpu=cpu, memory=memory, volume=volume, spot=spot,
-            timeout=timeout, env=env, concurrency=concurrency, display=display,
-            collect_metrics=collect_metrics,
-        )  # fmt: skip
-        self._decoder = _result_decoder(provider, safe_results, allow_results)
-        plugin = registry.provider_for(provider)
-        self.provider_name = plugin.name
-        self._driver: ProviderDriver = plugin.create_driver(provider)
-        self._settings = settings_of(provider)
-        self._spot_notice = self._check_common_rules()
-        self._driver.validate(self.spec)
+        self._selection = failover.selection_of(selection)
+        candidates = failover.candidates_from(
+            provider, accelerator=accelerator, spot=spot, machine=machine, max_hourly_cost=max_hourly_cost
+        )
+        self._candidates: list[_Candidate] = []
+        pool_id: str | None = None
+        for index, candidate in enumerate(candidates):
+            spec = build_spec(
+                provider=candidate.provider, image=image, pip=pip, nodes=nodes, machine=candidate.machine,
+                accelerator=candidate.accelerator, cpu=cpu, memory=memory, volume=volume, spot=candidate.spot,
+                timeout=timeout, env=env, concurrency=concurrency, display=display,
+                collect_metrics=collect_metrics, max_hourly_cost=candidate.max_hourly_cost,
+            )  # fmt: skip
+            pool_id = pool_id or spec.pool_id
+            spec = dataclasses.replace(spec, pool_id=pool_id)  # one pool, whichever candidate runs it
+            plugin = registry.provider_for(candidate.provider)
+            driver: ProviderDriver = plugin.create_driver(candidate.provider)
+            notice = _common_rules(plugin.name, driver, spec)
+            driver.validate(spec)  # every candidate's configuration, before anything is made
+            self._candidates.append(
+                _Candidate(
+                    index=index,
+                    label=failover.label(index, plugin.name, candidate.provider),
+                    spec=spec,
+                    provider_name=plugin.name,
+                    driver=driver,
+                    settings=settings_of(candidate.provider),
+                    spot_notice=notice,
+                    decoder=_result_decoder(candidate.provider, safe_results, allow_results),
+                )
+            )
+        self._use(self._candidates[0])
+        self._region = ""  # where the pool runs, as the provider's prepare() named it
+        self._candidate_clean = False  # the current candidate's resources were all removed
         self._plugin_steps = _plugin_steps(self.spec.image)  # once, and before anything starts
         self._display = create_display(self.spec.display)
         self._bus = EventBus(on_event=on_event, display=self._display)
@@ -140,6 +204,7 @@ class ComputePool:
         self._fn_pickles = serialize.FunctionPickles()  # pickled functions reused across calls
         self._client: PoolClient | None = None
         self._nodes: list[NodeHandle] = []
+        self._mapped: dict[int, NodeHandle] = {}  # node -> its newest handle (PortMapping)
         self._started_at = 0.0
         self._timer: threading.Timer | None = None
         self._cost_thread: threading.Thread | None = None
@@ -162,20 +227,14 @@ class ComputePool:
         else:
             self._bus.emit(event)
 
-    def _check_common_rules(self) -> str | None:
-        """The rules every provider shares (skyward.providers.rules); returns the Notice
-        a pool that runs on-demand instead of spot says when it opens."""
-        driver, spec = self._driver, self.spec
-        rules.unmounted_volumes(self.provider_name, spec.volumes, isinstance(driver, VolumeMounts))
-        if isinstance(driver, VolumeMounts):
-            for volume in spec.volumes:
-                if not driver.mounts(volume):
-                    raise ConfigurationError(
-                        f"ComputePool(volume=...): the {self.provider_name} provider cannot mount {volume!r}"
-                    )
-        if isinstance(driver, SpotMarket):
-            return None
-        return rules.spot_without_market(self.provider_name, spec.spot)
+    def _use(self, candidate: _Candidate) -> None:
+        """Make ``candidate`` the pool's provider (its spec, driver, settings, decoder)."""
+        self.spec = candidate.spec
+        self.provider_name = candidate.provider_name
+        self._driver = candidate.driver
+        self._settings = candidate.settings
+        self._spot_notice = candidate.spot_notice
+        self._decoder = candidate.decoder
 
     def on(self, event_type: Any, handler: Callable[[Any], Any]) -> Callable[[], None]:
         """Call ``handler`` for every event of ``event_type`` (a type, tuple or union).
@@ -217,7 +276,7 @@ class ComputePool:
             self.emit(Notice(message=f"Image(bake=True): the {self.provider_name} provider does not bake images"))
 
     def open(self) -> None:
-        from skyward.events import InfraCreated, InfraCreating, Notice, PoolStarted
+        from skyward.events import PoolStarted
 
         with self._state_lock:
             if self._state != "new":
@@ -225,16 +284,7 @@ class ComputePool:
             self._state = "starting"
         self._pump = _EventPump(self._bus.emit)
         try:
-            self.emit(InfraCreating())
-            if self._spot_notice is not None:
-                self.emit(Notice(message=self._spot_notice))
-            region = self._driver.prepare(self.spec, self.emit)
-            self.emit(InfraCreated(region=region))
-            self._nodes = self._driver.launch(self.spec, self._user_data, self.emit)
-            infos = self._connect()
-            for handle, info in zip(self._nodes, infos, strict=True):
-                self._report_bootstrap(handle, info)
-            self._bake_if_asked()
+            self._start_some_candidate()
         except BaseException:
             self._teardown_after_failure()
             raise
@@ -252,6 +302,84 @@ class ComputePool:
                 target=self._watch_reclaims, args=(self._driver,), name="skyward-reclaims", daemon=True
             )
             self._reclaim_thread.start()
+
+    def _start_some_candidate(self) -> None:
+        """Start the pool on the first candidate (in the selection's order) that can
+        provide it. One that fails for a reason another may not share is cleaned up
+        entirely, said in a CandidateFailed event, and the next one starts from nothing;
+        any other failure stops here. With one candidate, its error is raised as is."""
+        from skyward.events import CandidateFailed, Notice
+
+        candidates = self._candidates
+        if len(candidates) == 1:
+            self._start_candidate(candidates[0])
+            return
+        prices: list[float | None] = [None] * len(candidates)
+        if self._selection == "cheapest":
+            prices = self._prices()
+            ranked = failover.order(self._selection, prices)
+            labels = [candidates[i].label for i in ranked]
+            self.emit(Notice(message="cheapest first: " + failover.ranking(labels, [prices[i] for i in ranked])))
+        failures: list[tuple[str, UnavailableError]] = []
+        for index in failover.order(self._selection, prices):
+            candidate = candidates[index]
+            try:
+                self._start_candidate(candidate)
+                return
+            except Exception as error:
+                reason = failover.moves_on(error)
+                if reason is None:
+                    raise
+                self._clean_candidate()  # raises (and stops) when something was left behind
+                failures.append((candidate.label, reason))
+                region = (
+                    candidate.spec.provider.region if isinstance(candidate.spec.provider, failover.Regional) else None
+                )
+                self.emit(
+                    CandidateFailed(
+                        candidate=index, provider=candidate.provider_name, region=region, reason=reason.reason,
+                        message=str(reason),
+                    )
+                )  # fmt: skip
+        raise failover.all_failed(failures)
+
+    def _prices(self) -> list[float | None]:
+        """Each candidate's whole-pool hourly price from its provider's offers (None:
+        unknown, tried after every priced one)."""
+        from skyward.api.candidate_prices import candidate_price
+
+        return [candidate_price(c.spec, c.driver) for c in self._candidates]
+
+    def _start_candidate(self, candidate: _Candidate) -> None:
+        from skyward.events import InfraCreated, InfraCreating, Notice
+
+        self._use(candidate)
+        self._candidate_clean = False
+        self.emit(InfraCreating())
+        if self._spot_notice is not None:
+            self.emit(Notice(message=self._spot_notice))
+        self._region = self._driver.prepare(self.spec, self.emit)
+        self.emit(InfraCreated(region=self._region))
+        self._nodes = self._driver.launch(self.spec, self._user_data, self.emit)
+        infos = self._connect()
+        for handle, info in zip(self._nodes, infos, strict=True):
+            self._report_bootstrap(handle, info)
+        self._bake_if_asked()
+
+    def _clean_candidate(self) -> None:
+        """Remove everything the current candidate made (client, nodes, infrastructure)
+        before the next one starts."""
+        client, nodes = self._client, self._nodes
+        self._client, self._nodes = None, []
+        try:
+            if client is not None:
+                client.close(ProvisioningError("the pool moved on to another candidate"))
+        finally:
+            try:
+                self._driver.terminate(nodes)
+            finally:
+                self._driver.teardown()
+        self._candidate_clean = True  # nothing for _teardown_after_failure to remove twice
 
     def _user_data(
         self,
@@ -313,6 +441,16 @@ class ComputePool:
             self.emit(BootstrapProgress(instance_id=handle.instance_id, step=step))
         self.emit(BootstrapCompleted(instance_id=handle.instance_id))
 
+    def _port_map(self) -> Callable[[int, int], str] | None:
+        """For a provider whose nodes are containers behind a host's port mapping
+        (PortMapping): each worker's port is looked up through it, on the node's newest
+        handle (a replacement's included, set before its handshake)."""
+        driver = self._driver
+        if not isinstance(driver, PortMapping):
+            return None
+        self._mapped = {n.node: n for n in self._nodes}
+        return lambda node, port: driver.mapped_endpoint(self._mapped[node], port)
+
     def _connect(self) -> list[dict[str, Any]]:
         """Connects to every agent and checks it can serve this client; returns their hellos."""
         import cloudpickle
@@ -324,6 +462,7 @@ class ComputePool:
             self._on_node_message,
             rerun_interrupted=any(n.spot for n in self._nodes),
             decoder=self._decoder,
+            port_map=self._port_map(),
         )
         infos = self._client.connect(timeout=float(self._settings.bootstrap_timeout))
         for node, info in zip(self._nodes, infos, strict=True):
@@ -415,6 +554,7 @@ class ComputePool:
             timeout = float(self._settings.bootstrap_timeout)
             if self._client is None or self._state != "active":
                 return
+            self._mapped[node] = new
             info = self._client.replace_node(node, new.endpoint, self._cluster, timeout)
             self._nodes[node] = new
             self._report_bootstrap(new, info)
@@ -441,7 +581,8 @@ class ComputePool:
         from skyward.cost import cost_update
 
         while self._state == "active":
-            self.emit(cost_update(self._priced(), time.monotonic() - self._started_at))
+            elapsed = time.monotonic() - self._started_at
+            self.emit(cost_update(self._priced(), elapsed, provider=self.provider_name, region=self._region))
             deadline = time.monotonic() + COST_UPDATE_INTERVAL
             while self._state == "active" and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -503,7 +644,7 @@ class ComputePool:
                 self._driver.terminate(self._nodes)
             finally:
                 self._driver.teardown()
-                self.emit(cost_final(self._priced(), elapsed))
+                self.emit(cost_final(self._priced(), elapsed, provider=self.provider_name, region=self._region))
                 self._finish_events()
 
     def _teardown_after_failure(self) -> None:
@@ -514,10 +655,12 @@ class ComputePool:
                 self._client.close(ProvisioningError("the pool failed to start"))
         finally:
             try:
-                self._driver.terminate(self._nodes)
+                if not self._candidate_clean:
+                    self._driver.terminate(self._nodes)
             finally:
                 try:
-                    self._driver.teardown()
+                    if not self._candidate_clean:
+                        self._driver.teardown()
                 finally:
                     self._finish_events()
                     self._stopped.set()
@@ -548,8 +691,14 @@ class ComputePool:
         return self._client
 
     def _payload(
-        self, pending: PendingCompute[Any], functions: dict[int, tuple[bytes, bytes]]
+        self,
+        pending: PendingCompute[Any],
+        functions: dict[int, tuple[bytes, bytes]],
+        inputs: list[tuple[str, Any]] | None = None,
     ) -> list[serialize.Frame]:
+        """The task's frames. Arguments for parameters annotated ``Iterator[T]`` or
+        ``Iterable[T]`` are input streams: they go to ``inputs`` (the worker pulls them
+        as it reads them); where ``inputs`` is None (``@``, ``gather``), they are refused."""
         if not isinstance(pending, PendingCompute):
             raise ConfigurationError(
                 f"a pool runs computations (the result of calling a @compute function), got {pending!r}"
@@ -558,7 +707,15 @@ class ComputePool:
         if key_raw is None:
             key_raw = self._fn_pickles.get(pending.fn)
             functions[id(pending.fn)] = key_raw
-        return [*key_raw, *serialize.dumps_arguments(pending.fn, pending.args, pending.kwargs)]
+        args, kwargs, streams = split_inputs(pending.fn, pending.args, pending.kwargs)
+        if streams:
+            if inputs is None:
+                raise ConfigurationError(
+                    f"argument {streams[0][0]!r} of {pending.name} is an input stream (annotated Iterator/Iterable): "
+                    "it streams to one worker, so run it with >>, pool.submit or pool.stream, not @, & or gather"
+                )
+            inputs.extend(streams)
+        return [*key_raw, *serialize.dumps_arguments(pending.fn, args, kwargs)]
 
     def _emit_progress(self, done: int, submitted: int, failed: int) -> None:
         from skyward.events import TaskProgress
@@ -570,8 +727,15 @@ class ComputePool:
         running once the task was sent to a worker; ``cancel()`` before that succeeds and
         the task never starts, after it returns False (``wait``, ``as_completed`` and
         ``set_running_or_notify_cancel`` behave as for the standard executors)."""
+        if isinstance(pending, PendingCompute) and pending.is_stream:
+            raise ConfigurationError(
+                f"pool.submit({pending.name}(...)): a generator function streams its values; "
+                "iterate `computation >> pool` or pool.stream(computation) instead of a Future"
+            )
         client = self._require_client()
-        future = client.submit(self._payload(pending, {}))
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
+        future = client.submit_with_inputs(payload, inputs) if inputs else client.submit(payload)
         self._progress.track(future)
         return future
 
@@ -582,17 +746,42 @@ class ComputePool:
         self._require_client().abandon_futures(futures)
 
     def run(self, pending: PendingCompute[T]) -> T:
-        """Run on the first available worker and return its result (``pending >> pool``)."""
+        """Run on the first available worker and return its result (``pending >> pool``).
+        A generator function returns an iterator over what it yields (see ``stream``)."""
+        if pending.is_stream:
+            return self.stream(pending)  # type: ignore[arg-type,return-value]
         client = self._require_client()
-        payload = self._payload(pending, {})
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
         self._progress.add(1)
         try:
-            result = client.run(payload)
+            result = client.run(payload) if not inputs else client.submit_with_inputs(payload, inputs).result()
         except BaseException:
             self._progress.finished(failed=True)
             raise
         self._progress.finished(failed=False)
         return result  # type: ignore[no-any-return]
+
+    def stream(
+        self,
+        pending: PendingCompute[Generator[T, Any, Any]] | PendingCompute[Iterator[T]],
+        window: int = STREAM_WINDOW,
+    ) -> RemoteStream[T]:
+        """Run a generator function on one worker: an iterator over what it yields, as it
+        yields it (``pending >> pool`` with the default ``window``). The worker sends at
+        most ``window`` values ahead of your loop, then waits; ``close()`` (or dropping
+        the iterator, as ``break`` does) stops the generator there, running its ``finally``."""
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ConfigurationError(f"ComputePool.stream(window={window!r}): must be an int >= 1")
+        if not isinstance(pending, PendingCompute) or not pending.is_stream:
+            raise ConfigurationError(
+                f"ComputePool.stream needs a computation of a generator function (def with yield), got {pending!r}"
+            )
+        client = self._require_client()
+        inputs: list[tuple[str, Any]] = []
+        payload = self._payload(pending, {}, inputs)
+        self._progress.add(1)
+        return client.stream(payload, window=window, on_finish=self._progress.finished, inputs=inputs or None)
 
     def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
         """Run every computation of the batch in parallel; results in order. The first
@@ -601,7 +790,26 @@ class ComputePool:
         functions: dict[int, tuple[bytes, bytes]] = {}
         payloads = [self._payload(p, functions) for p in batch.items]
         self._progress.add(len(payloads))
-        return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
+        kinds: dict[int, bool] = {}  # per function: is_stream inspects its code
+        streams = [
+            kinds[id(p.fn)] if id(p.fn) in kinds else kinds.setdefault(id(p.fn), p.is_stream) for p in batch.items
+        ]
+        if not any(streams):
+            return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
+        # generators: an iterator each, in order (they queue like tasks: with more of them
+        # than workers, the later ones start as the earlier ones end)
+        started: list[Any] = []
+        try:
+            for payload, stream in zip(payloads, streams, strict=True):
+                started.append(client.stream(payload, on_finish=self._progress.finished) if stream else None)
+            plain = [p for p, s in zip(payloads, streams, strict=True) if not s]
+            values = iter(client.submit_batch(plain, on_finish=self._progress.finished).wait())
+        except BaseException:
+            for it in started:
+                if it is not None:
+                    it.close()
+            raise
+        return tuple(it if it is not None else next(values) for it in started)
 
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
         """Run on every worker of every node (``pending @ pool``); one result per worker,
@@ -610,6 +818,8 @@ class ComputePool:
         client = self._require_client()
         payload = self._payload(pending, {})
         expected = len(self._nodes) * self.spec.workers_per_node
+        if pending.is_stream:
+            return tuple(client.stream_on_all(payload))  # type: ignore[arg-type]
         self._progress.add(expected)
         try:
             results = client.run_on_all(payload)

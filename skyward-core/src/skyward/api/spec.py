@@ -35,6 +35,7 @@ class PoolSpec:
     display: str = "log"
     collect_metrics: bool = True
     partitions: int = 1
+    max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
     pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
 
     @property
@@ -47,9 +48,20 @@ class PoolSpec:
         return self.nodes * self.workers_per_node
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"ComputePool({name}={value!r}): must be an integer >= 1")
+MAX_NODES = 1000
+"""Nodes in one pool. Cloud accounts' instance quotas stop far below; past this a value
+is a mistake (``nodes=10**30`` used to hang the constructor building per-node lists)."""
+
+MAX_CONCURRENCY = 1024
+"""Worker processes per accelerator partition on one node."""
+
+MAX_CPU = 1024
+"""CPU cores per worker: the largest instances have a few hundred."""
+
+
+def _positive_int(name: str, value: object, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= upper:
+        raise ConfigurationError(f"ComputePool({name}={value!r}): must be an integer >= 1 and at most {upper}")
     return value
 
 
@@ -86,12 +98,14 @@ def build_spec(
     concurrency: int,
     display: str,
     collect_metrics: bool,
+    max_hourly_cost: float | None = None,
 ) -> PoolSpec:
     from skyward.display import DISPLAY_MODES
+    from skyward.providers.cloud.settings import check_seconds_value
 
-    nodes = _positive_int("nodes", nodes)
-    concurrency = _positive_int("concurrency", concurrency)
-    if display not in DISPLAY_MODES:
+    nodes = _positive_int("nodes", nodes, MAX_NODES)
+    concurrency = _positive_int("concurrency", concurrency, MAX_CONCURRENCY)
+    if not isinstance(display, str) or display not in DISPLAY_MODES:
         raise ConfigurationError(
             f"ComputePool(display={display!r}): unknown display mode; use one of {', '.join(map(repr, DISPLAY_MODES))}"
         )
@@ -107,21 +121,25 @@ def build_spec(
             "must run the same minor version (cloudpickle payloads are not portable across them). "
             f"Run the client on Python {image.python}, or use Image(python={CLIENT_PYTHON!r})"
         )
-    if pip:
-        if isinstance(pip, str):
-            raise ConfigurationError(f"ComputePool(pip=...) takes a list of packages, got the string {pip!r}")
+    if pip is not None:
+        if isinstance(pip, str) or not isinstance(pip, list | tuple):
+            raise ConfigurationError(f"ComputePool(pip={pip!r}) takes a list of packages")
         image = image.with_pip(*pip)
-    if env:
-        image = image.with_env(**dict(env))
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise ConfigurationError(f"ComputePool(timeout={timeout!r}): must be a positive number of seconds")
+    if env is not None:
+        if not isinstance(env, Mapping):
+            raise ConfigurationError(f"ComputePool(env={env!r}) takes a dict of environment variables")
+        image = image.with_env(env)
+    timeout = check_seconds_value("ComputePool", "timeout", timeout)
     if cpu is not None:
-        cpu = _positive_int("cpu", cpu)
+        cpu = _positive_int("cpu", cpu, MAX_CPU)
     memory_mb = None
     if memory is not None:
         from skyward.units import parse_memory
 
-        memory_mb = parse_memory(memory) // 2**20
+        try:
+            memory_mb = parse_memory(memory) // 2**20
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"ComputePool(memory={memory!r}): {exc}") from None
     if machine is not None and (not isinstance(machine, str) or not machine.strip()):
         raise ConfigurationError(f"ComputePool(machine={machine!r}): must be an instance type name")
     acc, partitions = None, 1
@@ -136,6 +154,7 @@ def build_spec(
 
         strategy = normalize_spot(spot)
     volumes = _volumes(volume)
+    cap = price_cap("ComputePool", max_hourly_cost)
     if not isinstance(collect_metrics, bool):
         raise ConfigurationError(f"ComputePool(collect_metrics={collect_metrics!r}): must be True or False")
     return PoolSpec(
@@ -153,4 +172,17 @@ def build_spec(
         display=display,
         collect_metrics=collect_metrics,
         partitions=partitions,
+        max_hourly_cost=cap,
     )
+
+
+def price_cap(where: str, value: object) -> float | None:
+    """``max_hourly_cost`` checked: a positive number of USD per hour, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ConfigurationError(
+            f"{where}(max_hourly_cost={value!r}): must be a positive number of USD per hour for the whole pool, "
+            "or None for no cap"
+        )
+    return float(value)

@@ -27,8 +27,6 @@ from skyward.cli import render
 from skyward.cli.model import (
     AddressSource,
     CredentialCheck,
-    Offer,
-    OfferSource,
     ProviderTools,
     Removal,
     Resource,
@@ -340,21 +338,18 @@ def make_app(
         """What each provider offers for one node, cheapest first."""
 
         def body() -> None:
-            from skyward.cli.offers import query
+            from skyward.offer_table import collect, query
 
             wanted = query(accelerator, nodes=nodes, spot=spot)
-            found: list[Offer] = []
             errors: list[str] = []
-            for opened in with_credentials(settings, provider):
-                if not isinstance(opened.session, OfferSource):
-                    settings.say(f"{opened.tools.name}: this plugin lists no offers")
-                    continue
-                try:
-                    found += opened.session.offers(wanted)
-                except Exception as error:
-                    errors.append(f"{opened.tools.name}: {error}")
-                    settings.say(f"{opened.tools.name}: could not list offers: {error}")
-            found.sort(key=lambda o: (o.hourly(spot) is None, o.hourly(spot) or 0.0))
+
+            def skipped(name: str, why: str) -> None:
+                settings.say(f"{name}: {why}")
+                if why != "this plugin lists no offers":
+                    errors.append(f"{name}: {why}")
+
+            sources = ((opened.tools.name, opened.session) for opened in with_credentials(settings, provider))
+            found = list(collect(sources, wanted, on_skip=skipped))
             if as_json:
                 settings.emit_json({"offers": [render.offer_json(o, nodes, spot) for o in found], "errors": errors})
             else:

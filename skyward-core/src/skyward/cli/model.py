@@ -16,6 +16,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+# The offer types live in skyward.offer_table (sky.offers uses them too); importable here as before.
+from skyward.offer_table import Offer, OfferQuery, OfferSource
+
+__all__ = [
+    "FIREWALL", "INSTANCE", "INSTANCE_PROFILE", "KEY_PAIR", "ROLE", "SECURITY_GROUP", "SSH_KEY", "STARTUP_SCRIPT",
+    "TAG", "VOLUME", "AddressSource", "CredentialCheck", "Offer", "OfferQuery", "OfferSource", "ProviderTools",
+    "Removal", "Resource", "ResourceSession", "parse_time",
+]  # fmt: skip
+
 # Kinds of resource a pool can leave; providers may add others (the command shows any).
 INSTANCE = "instance"
 SECURITY_GROUP = "security-group"
@@ -96,37 +105,6 @@ class CredentialCheck:
     fix: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class OfferQuery:
-    """What ``skyward offers`` asks a provider for: per node, ``accelerator`` (a catalog
-    name such as ``"A100"``, or ``None`` for CPU machines), ``count`` of them, on spot or not."""
-
-    accelerator: str | None
-    count: int = 1
-    nodes: int = 1
-    spot: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    """One machine type a provider offers in one region (prices USD per hour per node;
-    ``spot_hourly`` is ``None`` where it has no spot market). Kept provider-neutral so the
-    failover work can rank offers across providers with the same value."""
-
-    provider: str
-    region: str
-    instance: str
-    accelerator: str | None
-    accelerator_count: int
-    vcpus: int
-    memory_gib: float
-    on_demand_hourly: float | None
-    spot_hourly: float | None
-
-    def hourly(self, spot: bool) -> float | None:
-        return self.spot_hourly if spot else self.on_demand_hourly
-
-
 @runtime_checkable
 class ResourceSession(Protocol):
     """A provider opened with the user's credentials: list, delete, check."""
@@ -150,13 +128,6 @@ class ResourceSession(Protocol):
         """Delete these (in the order the provider needs: instances first), then look
         again and report each one as removed or not. Never raises for one failure."""
         ...
-
-
-@runtime_checkable
-class OfferSource(Protocol):
-    """A provider that can list what it offers (``skyward offers``)."""
-
-    def offers(self, query: OfferQuery) -> list[Offer]: ...
 
 
 @runtime_checkable
@@ -198,3 +169,9 @@ def parse_time(text: object) -> float | None:
         moment = moment.replace(tzinfo=datetime.UTC)
     stamp = moment.timestamp()
     return stamp if math.isfinite(stamp) else None
+
+
+def parse_number(value: object) -> float | None:
+    """A JSON number as a float; ``None`` for anything else (a missing or null price, a
+    string). Used for the prices and Unix times of cloud APIs' listings."""
+    return float(value) if isinstance(value, int | float) else None

@@ -23,8 +23,8 @@ DISPLAY_MODES: tuple[str, ...] = ("log", "spinner", "quiet")
 def create_display(mode: str, console: Console | None = None, *, metrics_interval: float = 30.0) -> Display:
     """The display for ``mode``, printing on ``console``.
 
-    Without a console, "log" and "spinner" use rich's global console (stdout, shared
-    with the application's own rich output) and "quiet" prints to stderr.
+    Without a console, "log" and "spinner" print on stderr (``base.library_console``),
+    and "quiet" prints nothing.
     ``metrics_interval`` is the least time in seconds between two ``Metrics`` lines of
     one node in "log" mode (and in "spinner" mode when it falls back to lines).
     """

@@ -5,7 +5,16 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
+from rich.console import Console
+
 from skyward.events import SkywardEvent
+
+
+def library_console() -> Console:
+    """Where the library's own output goes unless a display is given a console: stderr,
+    so it never mixes with what the user's program prints on stdout (``python app.py >
+    out.txt`` gets only the program's output)."""
+    return Console(stderr=True)
 
 
 @runtime_checkable

@@ -19,19 +19,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, cast
 
-import rich
 import structlog
 from rich.console import Console
 from rich.text import Text
 from structlog.typing import FilteringBoundLogger
 
 from skyward.display import formatting as fmt
-from skyward.display.base import DisplayBase
+from skyward.display.base import DisplayBase, library_console
 from skyward.display.state import DisplayState, reduce
 from skyward.events import (
     BootstrapCompleted,
     BootstrapProgress,
     BootstrapStarting,
+    CandidateFailed,
     CostFinal,
     CostUpdate,
     Error,
@@ -151,7 +151,12 @@ def describe(state: DisplayState, event: SkywardEvent) -> LogRecord | None:
                 ("on_demand", event.ondemand_count),
                 ("saved", fmt.money(event.savings_vs_ondemand)),
             )
+            if event.provider:
+                fields += (("provider", event.provider), ("region", event.region))
             return LogRecord("info", "pool stopped", fields)
+        case CandidateFailed(candidate=index, provider=provider, region=region, reason=reason, message=message):
+            fields = (("candidate", index + 1), ("provider", provider), ("region", region or "-"), ("why", message))
+            return LogRecord("warning", f"candidate failed: {reason}", fields)
         case Error(message=message, instance_id=iid):
             fields = () if iid is None else (_node(state, iid),)
             return LogRecord("error", message, fields)
@@ -208,7 +213,7 @@ class LogDisplay(DisplayBase):
         progress_interval: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.console = console if console is not None else rich.get_console()
+        self.console = console if console is not None else library_console()
         self._log = _console_logger(self.console)
         self._metrics_interval = metrics_interval
         self._progress_interval = progress_interval

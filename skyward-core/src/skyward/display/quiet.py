@@ -1,36 +1,23 @@
-"""The "quiet" display: only errors, on stderr."""
+"""The "quiet" display: prints nothing.
+
+Errors still reach the program: as the exceptions the pool raises, and as ``Error``
+events for an ``on_event`` callback. A display that printed them too would write on a
+console the user asked to keep silent.
+"""
 
 from __future__ import annotations
 
-import threading
-
 from rich.console import Console
-from rich.text import Text
 
-from skyward.display import formatting as fmt
 from skyward.display.base import DisplayBase
-from skyward.events import Error, InstanceProvisioned, SkywardEvent
+from skyward.events import SkywardEvent
 
 
 class QuietDisplay(DisplayBase):
-    """Prints ``Error`` events and nothing else, to stderr unless given a console."""
+    """Prints nothing. ``console`` is accepted, and unused, so every display is made alike."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console if console is not None else Console(stderr=True)
-        self._nodes: dict[str, int] = {}  # instance id -> node, to name the node in errors
-        self._lock = threading.Lock()
+        self.console = console
 
     def __call__(self, event: SkywardEvent) -> None:
-        match event:
-            case InstanceProvisioned(instance_id=iid, node=node):
-                with self._lock:
-                    self._nodes[iid] = node
-            case Error(message=message, instance_id=iid):
-                where = "" if iid is None else f" ({fmt.node_label(self._nodes.get(iid), iid)})"
-                self.console.print(
-                    Text(f"skyward error{where}: {message}", style="red"),
-                    soft_wrap=True,
-                    highlight=False,
-                )
-            case _:
-                pass
+        return None

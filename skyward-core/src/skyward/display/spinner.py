@@ -14,16 +14,16 @@ import threading
 import time
 from collections.abc import Callable
 
-import rich
 from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from skyward.display.base import DisplayBase
+from skyward.display.base import DisplayBase, library_console
 from skyward.display.log import LogDisplay
 from skyward.display.render import render
 from skyward.display.state import DisplayState, reduce
 from skyward.events import (
+    CandidateFailed,
     CostFinal,
     Error,
     InstanceInterrupted,
@@ -50,7 +50,7 @@ class SpinnerDisplay(DisplayBase):
         metrics_interval: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.console = console if console is not None else rich.get_console()
+        self.console = console if console is not None else library_console()
         self._clock = clock
         self._refresh_per_second = refresh_per_second
         self._fallback: LogDisplay | None = None
@@ -116,6 +116,9 @@ class SpinnerDisplay(DisplayBase):
                     self._print(Text(f"error: {message}", style="red"))
                 case Notice(message=message):
                     self._print(Text(f"note: {message}", style="yellow"))
+                case CandidateFailed(candidate=index, provider=provider, reason=reason, message=message):
+                    text = f"candidate {index + 1} ({provider}) failed, {reason}: {message}"
+                    self._print(Text(text, style="yellow"))
                 case InstanceInterrupted(node=node, reason=reason):
                     text = f"node {node}: spot instance interrupted ({reason})"
                     self._print(Text(text, style="red"))

@@ -44,12 +44,35 @@ class Local(ProviderSettings):
 
     def __post_init__(self) -> None:
         ProviderSettings.__post_init__(self)
-        if self.transport not in ("ipc", "tcp"):
+        if not isinstance(self.transport, str) or self.transport not in ("ipc", "tcp"):
             raise ConfigurationError(f"Local(transport={self.transport!r}): use 'ipc' or 'tcp'")
-        if not 0 < self.grace_period <= 3600:
-            raise ConfigurationError(f"Local(grace_period={self.grace_period!r}): must be in (0, 3600] seconds")
-        if self.bootstrap_timeout <= 0:
-            raise ConfigurationError(f"Local(bootstrap_timeout={self.bootstrap_timeout!r}): must be positive")
+
+
+def _total_memory_mb() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total // 2**20)
+
+
+def check_local_capacity(
+    cpu: int | None, memory_mb: int | None, workers: int, machine_cpus: int, machine_memory_mb: int
+) -> None:
+    """``cpu=`` and ``memory=`` (per worker) on the Local provider: its workers share this
+    machine, so the request holds when the machine has that much for every worker of the
+    pool; otherwise it is refused, naming what the machine has. Nothing is reserved or
+    pinned: like a cloud instance type, the machine is chosen (here: checked) to fit."""
+    if cpu is not None and cpu * workers > machine_cpus:
+        raise ConfigurationError(
+            f"cpu={cpu} per worker x {workers} worker(s) needs {cpu * workers} CPU cores; this machine, where "
+            f"the Local provider runs every worker, has {machine_cpus}. Ask for at most "
+            f"{max(1, machine_cpus // workers)} per worker, or leave cpu unset"
+        )
+    if memory_mb is not None and memory_mb * workers > machine_memory_mb:
+        raise ConfigurationError(
+            f"memory={memory_mb} MB per worker x {workers} worker(s) needs {memory_mb * workers} MB; this machine, "
+            f"where the Local provider runs every worker, has {machine_memory_mb} MB. Ask for less, or leave "
+            "memory unset"
+        )
 
 
 @dataclass
@@ -99,6 +122,7 @@ class LocalDriver(Provider[Local]):
     def __init__(self, config: Local) -> None:
         super().__init__(config)
         self.run_dir: Path | None = None
+        self.swept: list[Path] = []  # stale run directories this pool's start removed
         self._nodes: list[_LocalNode] = []
 
     def validate(self, spec: PoolSpec) -> None:
@@ -106,6 +130,7 @@ class LocalDriver(Provider[Local]):
             raise ConfigurationError(
                 f"machine={spec.machine!r} is not available on the Local provider: its nodes are this machine"
             )
+        check_local_capacity(spec.cpu, spec.memory_mb, spec.total_workers, os.cpu_count() or 1, _total_memory_mb())
         self.visible_devices(spec)  # raises when the accelerator is not on this machine
 
     def visible_devices(self, spec: PoolSpec) -> list[list[str | None]]:
@@ -122,8 +147,14 @@ class LocalDriver(Provider[Local]):
         return devices
 
     def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
+        from skyward.providers.local_sweep import current_owner, sweep, write_owner
+
+        # Run directories of clients that died (killed, timed out) hold sockets, logs and
+        # node scripts (a tcp pool's hold its server secret): nobody else removes them.
+        self.swept = sweep(Path(tempfile.gettempdir()))
         # mkdtemp makes the directory 0700: the ipc sockets inside are ours alone.
         self.run_dir = Path(tempfile.mkdtemp(prefix=f"skyward-{spec.pool_id}-"))
+        write_owner(self.run_dir, current_owner())
         return "local"
 
     def _bootstrap_context(self, spec: PoolSpec) -> BootstrapContext:

@@ -56,26 +56,65 @@ class ProviderSettings:
         check_settings(self)
 
 
-def check_settings(settings: ProviderSettings) -> None:
-    """The shared fields' checks, with errors that name the config class:
-    ``Verda(grace_period=nan): ...``. Subclasses' ``__post_init__`` call this first."""
-    owner = type(settings).__name__
-    seconds: tuple[tuple[str, object], ...] = (
-        ("grace_period", settings.grace_period),
-        ("bootstrap_timeout", settings.bootstrap_timeout),
-    )
-    for name, value in seconds:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-            raise ConfigurationError(f"{owner}({name}={value!r}) must be a finite number of seconds > 0")
-    if settings.client_address is not None:
-        if not isinstance(settings.client_address, str):
+MAX_SECONDS = 30 * 24 * 3600.0
+"""The largest number of seconds any setting takes (30 days). Past it a value is a typo
+or ``inf`` in disguise: ``1e30`` seconds overflows timers and never fires."""
+
+MAX_GRACE_PERIOD_S = 24 * 3600.0
+"""An agent that has not heard from its client for a day is never coming back."""
+
+
+def check_seconds_value(provider: str, name: str, value: object, *, upper: float = MAX_SECONDS) -> float:
+    """``value`` as a float of seconds in ``(0, upper]``; ``nan`` and ``inf`` are refused."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= upper
+    ):
+        raise ConfigurationError(
+            f"{provider}({name}={value!r}) must be a positive number of seconds, finite and at most {upper:.0f}"
+        )
+    return float(value)
+
+
+def check_node_settings(
+    provider: str,
+    *,
+    grace_period: object,
+    bootstrap_timeout: object,
+    client_address: object = None,
+) -> None:
+    """The settings every provider's nodes take, checked the same way for all of them.
+
+    grace_period:      seconds an agent waits for a silent client, in (0, 86400]
+                       (``nan`` would make an agent that never exits).
+    bootstrap_timeout: seconds to wait for the agents, in (0, 30 days].
+    client_address:    ``None`` (discovered) or one IPv4 host address as a string
+                       (``1`` is not ``0.0.0.1``).
+    """
+    check_seconds_value(provider, "grace_period", grace_period, upper=MAX_GRACE_PERIOD_S)
+    check_seconds_value(provider, "bootstrap_timeout", bootstrap_timeout)
+    if client_address is not None:
+        if not isinstance(client_address, str):
             raise ConfigurationError(
-                f"{owner}(client_address={settings.client_address!r}) must be an IPv4 address string such as "
+                f"{provider}(client_address={client_address!r}) must be an IPv4 address string such as "
                 "'203.0.113.7', or None to discover it"
             )
         from skyward.providers.cloud.addresses import parse_client_address
 
-        parse_client_address(settings.client_address, f"{owner}(client_address=...)")
+        parse_client_address(client_address, f"{provider}(client_address=...)")
+
+
+def check_settings(settings: ProviderSettings) -> None:
+    """The shared fields' checks, with errors that name the config class:
+    ``Verda(grace_period=nan): ...``. Subclasses' ``__post_init__`` call this first."""
+    check_node_settings(
+        type(settings).__name__,
+        grace_period=settings.grace_period,
+        bootstrap_timeout=settings.bootstrap_timeout,
+        client_address=settings.client_address,
+    )
 
 
 DEFAULT_SETTINGS = ProviderSettings()

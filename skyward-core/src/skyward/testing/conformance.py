@@ -186,8 +186,9 @@ class ProviderConformance:
         for resource in labelled:
             assert resource.pool_id == pool_id, resource
             assert resource.expires is not None and resource.expires > started, resource
-        # no inbound rule admits everyone
-        assert sources, "no inbound rule limits who reaches the agent port"
+        # no inbound rule admits everyone; a marketplace (third-party hosts, containers) has no
+        # firewall to set: there the agent's CURVE key check is the only gate
+        assert sources or cloud.config().third_party_hosts, "no inbound rule limits who reaches the agent port"
         assert not EVERYWHERE & set(sources), sources
         assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
 

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
@@ -32,14 +33,17 @@ from skyward.transport import handshake, security, serialize, wire
 from skyward.transport.completion import BatchResult, Completion
 from skyward.transport.dispatcher import CancelOutcome, Dispatcher, WorkerKey
 from skyward.transport.handshake import worker_endpoint
+from skyward.transport.inputs import Feeder
 from skyward.transport.results import RemoteTraceback, ResultDecoder
 from skyward.transport.security import CurveKeys
+from skyward.transport.stream import STREAM_WINDOW, RemoteStream, StreamChannel
 
 __all__ = [
     "BatchResult",
     "MessageHandler",
     "NodeLostError",
     "PoolClient",
+    "RemoteStream",
     "RemoteTraceback",
     "worker_endpoint",
 ]
@@ -48,6 +52,9 @@ __all__ = [
 MessageHandler = Callable[[int, bytes, Any], None]
 
 _PING_INTERVAL = 1.0
+# statuses up to this one end a task (OK, RAISED, RECALLED); later ones (ITEM, WANT,
+# ITEMS) come while it runs: one comparison keeps plain results on their quick path
+_LAST_FINAL = wire.Status.RECALLED
 _KNOWN_FUNCTIONS = 32  # fewer than the worker's cache (64): what we skip re-sending is still there
 
 
@@ -87,9 +94,15 @@ class PoolClient:
         node_timeout: float = 20.0,
         rerun_interrupted: bool = False,
         decoder: ResultDecoder | None = None,
+        port_map: Callable[[int, int], str] | None = None,
     ) -> None:
         # rerun_interrupted: the tasks of a node that gets an interruption notice run
         # again elsewhere (the pool turns it on for spot pools)
+        # port_map(node, container_port): where the client reaches that port of a node
+        # whose host maps container ports to other ports (the PortMapping ability of
+        # container clouds: VastAI hands out random host ports, so the workers' ports
+        # keep no fixed offset from the agent's); None: worker_endpoint's rule
+        self._port_map = port_map
         self._rerun_interrupted = rerun_interrupted
         self._decoder = decoder or ResultDecoder()
         self._calls: list[Callable[[], None]] = []
@@ -119,6 +132,10 @@ class PoolClient:
         self._poller = zmq.Poller()
         self._by_socket: dict[zmq.Socket[bytes], _Node | _Worker] = {}
         self._pid = os.getpid()
+        # streams nobody reads any more (closed, or dropped: appended from __del__, so
+        # without a lock); the I/O thread drops or recalls them
+        self._stopped_streams: deque[int] = deque()
+        self._feeders: dict[int, Feeder] = {}  # tasks with input streams: who reads them here
 
     def _socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
         sock = self._context.socket(kind)
@@ -158,7 +175,7 @@ class PoolClient:
         node.info = info
         self._poller.register(node.socket, zmq.POLLIN)
         self._by_socket[node.socket] = node
-        endpoints = handshake.worker_endpoints(node.endpoint, info)
+        endpoints = [self._worker_at(node, bound) for bound in info["endpoints"]]
         for index, endpoint in enumerate(endpoints):
             worker = _Worker((node.index, index), endpoint)
             node.workers.append(worker)
@@ -173,6 +190,13 @@ class PoolClient:
                 _fail(
                     completion, NodeLostError(f"node {node.index} was replaced before this task, meant for it, ended")
                 )
+
+    def _worker_at(self, node: _Node, bound: str) -> str:
+        """Where to reach a worker of ``node`` that bound ``bound`` (through the port map
+        when there is one)."""
+        if self._port_map is not None and bound.startswith("tcp://"):
+            return self._port_map(node.index, int(bound.rsplit(":", 1)[1]))
+        return worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint") if node.info else None)
 
     def _open_worker(self, worker: _Worker) -> None:
         worker.socket = self._socket(zmq.DEALER, worker.endpoint)
@@ -221,6 +245,83 @@ class PoolClient:
             self._future_ids[future] = task_id
             future.add_done_callback(self._cancel_hook(task_id))
         return futures
+
+    def stream(
+        self,
+        frames: list[serialize.Frame],
+        target: WorkerKey | None = None,
+        window: int = STREAM_WINDOW,
+        on_finish: Callable[[bool], None] | None = None,
+        inputs: list[tuple[str, Any]] | None = None,
+    ) -> RemoteStream[Any]:
+        """Queue a generator task: an iterator over what it yields (see ``stream``). It
+        waits in the queue and is cancelled, recalled and failed like any task; it is
+        never re-run elsewhere (its values may already have been read)."""
+        task_id = 0
+
+        def grant(count: int) -> None:
+            self._on_io_thread(lambda: self._send_credit(task_id, count))
+
+        def stop() -> None:
+            self._stopped_streams.append(task_id)
+            try:
+                self._wake()
+            except zmq.ZMQError:
+                pass  # closed meanwhile: nothing left to stop
+
+        channel = StreamChannel(window, on_finish)
+        (task_id,) = self._enqueue([frames], [channel], target, stream=True, inputs=inputs)
+        return RemoteStream(channel, self._decoder, grant, stop)
+
+    def submit_with_inputs(self, frames: list[serialize.Frame], inputs: list[tuple[str, Any]]) -> Future[Any]:
+        """Queue a task whose input streams the worker pulls as it reads them (see
+        ``inputs``); like ``submit`` otherwise, except that it is never re-run."""
+        future: Future[Any] = Future()
+        (task_id,) = self._enqueue([frames], [future], None, stream=True, inputs=inputs)
+        self._future_ids[future] = task_id
+        future.add_done_callback(self._cancel_hook(task_id))
+        return future
+
+    def _start_feeder(self, task_id: int, completion: Completion, inputs: list[tuple[str, Any]]) -> None:
+        def send(slot: int, ended: bool, items: list[list[serialize.Frame]]) -> None:
+            self._on_io_thread(lambda: self._send_input(task_id, slot, ended, items))
+
+        def fail(error: BaseException) -> None:
+            _fail(completion, error)
+            self.abandon([task_id])
+
+        self._feeders[task_id] = Feeder(inputs, send, completion.done, fail)
+
+    def _send_input(self, task_id: int, slot: int, ended: bool, items: list[list[serialize.Frame]]) -> None:
+        with self._lock:
+            key = self._dispatcher.holder(task_id)
+        if key is None:
+            return  # over (or taken back): nobody reads these
+        worker = self._worker(key)
+        if worker.socket is not None:
+            head = wire.pack_input(task_id, slot, ended, [len(item) for item in items])
+            wire.send_frames(worker.socket, [head, *(frame for item in items for frame in item)])
+
+    def stream_on_all(self, frames: list[serialize.Frame]) -> list[RemoteStream[Any]]:
+        """A generator task on every worker (``@``): one stream each, in node, then worker
+        order. A lost node fails it at once with ``NodeLostError``."""
+        with self._lock:
+            self._check_open()
+            lost = [n.index for n in self._nodes if self._dispatcher.is_lost(n.index)]
+        if lost:
+            raise NodeLostError(
+                f"node {lost[0]} of the pool was lost ({self._worker((lost[0], 0)).last_death or 'no answer'}); "
+                "a computation for every worker cannot run on it"
+            )
+        return [self.stream(list(frames), target=w.key) for node in self._nodes for w in node.workers]
+
+    def _send_credit(self, task_id: int, count: int) -> None:
+        with self._lock:
+            key = self._dispatcher.holder(task_id)
+        if key is not None:
+            worker = self._worker(key)
+            if worker.socket is not None:
+                worker.socket.send(wire.pack_credit(task_id, count))
 
     def abandon_futures(self, futures: Sequence[Future[Any]]) -> None:
         """Nobody wants these futures' results (joblib's ``abort_everything``): those still
@@ -279,25 +380,36 @@ class PoolClient:
     def _forget(self, task_id: int) -> None:
         self._completions.pop(task_id, None)
         self._payloads.pop(task_id, None)
+        if self._feeders:
+            feeder = self._feeders.pop(task_id, None)
+            if feeder is not None:
+                feeder.stop()
 
     def _enqueue(
-        self, payloads: Sequence[list[serialize.Frame]], completions: Sequence[Completion], target: WorkerKey | None
+        self,
+        payloads: Sequence[list[serialize.Frame]],
+        completions: Sequence[Completion],
+        target: WorkerKey | None,
+        stream: bool = False,
+        inputs: list[tuple[str, Any]] | None = None,
     ) -> list[int]:
         ids: list[int] = []
         refused: list[tuple[Completion, str]] = []
-        rerunnable = self._rerun_interrupted and target is None
+        rerunnable = self._rerun_interrupted and target is None and not stream
         with self._lock:
             self._check_open()
             for frames, completion in zip(payloads, completions, strict=True):
                 task_id = next(self._ids)
                 ids.append(task_id)
                 fn_key = bytes(frames[0])
-                problem = self._dispatcher.submit(task_id, fn_key, target, rerunnable)
+                problem = self._dispatcher.submit(task_id, fn_key, target, rerunnable, stream)
                 if problem is not None:
                     refused.append((completion, problem))
                     continue
                 self._completions[task_id] = completion
                 self._payloads[task_id] = frames
+                if inputs:
+                    self._start_feeder(task_id, completion, inputs)
             wake = not self._wake_pending
             self._wake_pending = True
         for completion, problem in refused:
@@ -340,7 +452,7 @@ class PoolClient:
             sock = self._direct_socket(worker)
             task_id = next(self._ids)
             task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
-            wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames))]), *task_frames])
+            wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames])
             while True:
                 if sock.poll(100):
                     reply = sock.recv_multipart(copy=False)
@@ -393,7 +505,7 @@ class PoolClient:
             for position, worker in enumerate(workers):
                 sock = self._direct_socket(worker)
                 task_id = next(self._ids)
-                wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames))]), *task_frames])
+                wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames])
                 pending[task_id] = position
                 poller.register(sock, zmq.POLLIN)
             results: list[Any] = [None] * len(workers)
@@ -504,6 +616,11 @@ class PoolClient:
 
     def _dispatch(self) -> None:
         now = time.monotonic()
+        if self._stopped_streams:
+            stopped = []
+            while self._stopped_streams:
+                stopped.append(self._stopped_streams.popleft())
+            self._abandon(stopped)
         with self._lock:
             self._dispatcher.steal(now)
             assignments = self._dispatcher.assign(now)
@@ -521,7 +638,7 @@ class PoolClient:
     def _send_chunk(
         self, worker: _Worker, tasks: list[tuple[int, Completion | None, list[serialize.Frame] | None]]
     ) -> None:
-        entries: list[tuple[int, int]] = []
+        entries: list[tuple[int, int, int]] = []
         frames: list[Any] = []
         for task_id, completion, payload in tasks:
             if completion is None or payload is None or not _claim(completion):
@@ -539,7 +656,8 @@ class PoolClient:
                 if len(worker.functions) > _KNOWN_FUNCTIONS:
                     del worker.functions[next(iter(worker.functions))]
             task_frames = wire.encode_task(fn_key, fn_bytes, payload[2:])
-            entries.append((task_id, len(task_frames)))
+            window = completion.window if isinstance(completion, StreamChannel) else 0
+            entries.append((task_id, len(task_frames), window))
             frames.extend(task_frames)
         if entries and worker.socket is not None:
             wire.send_frames(worker.socket, [wire.pack_tasks(entries), *frames])
@@ -566,6 +684,16 @@ class PoolClient:
             for task_id, status, count, seconds in entries:
                 payload = frames[offset : offset + count]
                 offset += count
+                if status > _LAST_FINAL:  # a stream's value or an input stream's WANT: it goes on
+                    if status == wire.Status.WANT:
+                        feeder = self._feeders.get(task_id)
+                        if feeder is not None and payload:
+                            feeder.want(*wire.unpack_want(payload[0].bytes))
+                        continue
+                    completion = self._completions.get(task_id)
+                    if completion is not None:
+                        done.append((completion, status, payload))
+                    continue
                 if status == wire.Status.RECALLED:
                     abandoned = dispatcher.recalled(worker.key, task_id)
                     completion = self._completions.get(task_id) if abandoned else None
@@ -575,11 +703,19 @@ class PoolClient:
                     dispatcher.completed(worker.key, task_id, seconds, now)
                     completion = self._completions.pop(task_id, None)  # the first result wins
                     self._payloads.pop(task_id, None)
+                    if self._feeders:
+                        feeder = self._feeders.pop(task_id, None)
+                        if feeder is not None:
+                            feeder.stop()
                 if completion is not None:
                     done.append((completion, status, payload))
         node = worker.key[0]
         for completion, status, payload in done:
             if completion.done():
+                continue
+            if status > _LAST_FINAL:
+                if isinstance(completion, StreamChannel):
+                    completion.item(payload, node, status == wire.Status.ITEMS)
                 continue
             if status == wire.Status.RECALLED:
                 _fail(completion, AbandonedError("the task was abandoned before it began: it never ran"))
@@ -629,8 +765,7 @@ class PoolClient:
             worker.generation += 1
         elif notice.get("kind") == "worker-ready":
             worker = node.workers[int(notice["worker"])]
-            agent_bound = node.info.get("agent_endpoint") if node.info else None
-            worker.endpoint = worker_endpoint(node.endpoint, notice["endpoint"], agent_bound)
+            worker.endpoint = self._worker_at(node, notice["endpoint"])
             self._close_worker_socket(worker)
             self._open_worker(worker)
             with self._lock:

@@ -81,6 +81,7 @@ class _TaskState:
     abandoned: bool = False  # cancelled after it was sent: a recall is on its way
     stealing: bool = False  # recalled from a worker stuck on a long task, to run elsewhere
     reruns: int = 0
+    stream: bool = False  # a generator: never stolen once sent, never re-run
 
 
 @dataclass(frozen=True)
@@ -195,9 +196,17 @@ class Dispatcher:
     # -- tasks -------------------------------------------------------------------------
 
     def submit(
-        self, task_id: int, fn_key: bytes, target: WorkerKey | None = None, rerunnable: bool = False
+        self,
+        task_id: int,
+        fn_key: bytes,
+        target: WorkerKey | None = None,
+        rerunnable: bool = False,
+        stream: bool = False,
     ) -> str | None:
-        """Queue a task. Returns why it cannot run (its target's node is lost), or None."""
+        """Queue a task. Returns why it cannot run (its target's node is lost), or None.
+        A ``stream`` (a generator's values coming back while it runs) is a task like any
+        other, except that once sent it stays where it is: it is never stolen nor re-run,
+        since the worker may have begun it and its first values may have been read."""
         if target is not None:
             if target[0] in self._lost:
                 return f"node {target[0]} of the pool was lost before this task could be sent to it"
@@ -205,7 +214,7 @@ class Dispatcher:
                 return f"the pool has no worker {target[1]} on node {target[0]}"
         elif self._lost and len(self._lost) == len(self._nodes):
             return "every node of the pool is gone"
-        self._tasks[task_id] = _TaskState(fn_key, target, rerunnable)
+        self._tasks[task_id] = _TaskState(fn_key, target, rerunnable and not stream, stream=stream)
         if target is None:
             self._queue.append(task_id)
         else:
@@ -289,7 +298,7 @@ class Dispatcher:
                 continue
             for task_id in behind:
                 task = self._tasks.get(task_id)
-                if task is None or task.abandoned or task.stealing or task.target is not None:
+                if task is None or task.abandoned or task.stealing or task.target is not None or task.stream:
                     continue
                 task.stealing = True
                 self._recalls.setdefault(worker.key, []).append(task_id)

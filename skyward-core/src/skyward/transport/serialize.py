@@ -46,6 +46,14 @@ def dumps_result(obj: object) -> list[Frame]:
     return [head, *(b.raw() for b in buffers)]
 
 
+def dumps_value(obj: object) -> list[Frame]:
+    """A value a stream yielded: ``dumps_result``, with plain data (see ``_is_plain``)
+    through the C pickler, as arguments do (a stream may send a million of them)."""
+    if _is_plain(obj, 3):
+        return [pickle.dumps(obj, protocol=5)]
+    return dumps_result(obj)
+
+
 class _ResultPickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no types
     def reducer_override(self, obj: object) -> Any:
         if isinstance(obj, type) and _named_user_class(obj):

@@ -1,7 +1,9 @@
 """The frames exchanged between the pool's client, node agents and workers.
 
 Data plane, client <-> worker, direct (one hop: no relay through the agent):
-    TASKS    [T+meta, *frames]    meta: count, then per task (task_id, frame count); each
+    TASKS    [T+meta, *frames]    meta: count, then per task (task_id, frame count, stream
+                                  window: 0 for a plain task, else how many yielded values
+                                  the worker may send ahead of the client's reading); each
                                   task is a head frame (fn_key, fn_bytes, or none when the
                                   worker already caches fn_key, then the arguments' pickle
                                   stream) and its out-of-band buffers
@@ -9,7 +11,16 @@ Data plane, client <-> worker, direct (one hop: no relay through the agent):
                                   seconds the task ran); RECALLED (no frames) answers RECALL
     RECALL   [X+ids]              the client takes back tasks it sent: the worker drops each
                                   one it has not begun and answers RECALLED for it; one it
-                                  began (or finished) answers with its result as usual
+                                  began (or finished) answers with its result as usual,
+                                  except a stream: the worker closes its generator (its
+                                  ``finally`` runs) and answers RECALLED
+    INPUT    [P+meta, *frames]    items of an input stream the worker asked for: meta is
+                                  (task_id, slot, ended, item count), then each item's
+                                  frame count; a task's WANT result (frame: slot, n) asks
+                                  for n more (see ``inputs``)
+    CREDIT   [K+(id, n)]          the client read n more values of stream ``id``: the
+                                  worker may send n more (a stream is a task with many
+                                  results: ITEM per yielded value, then OK or RAISED)
 Every frame costs ~10 us in pyzmq, so small parts share one frame; large buffers keep
 their own (zero-copy).
 
@@ -44,30 +55,38 @@ NOTICE = b"N"
 READY = b"W"
 CLUSTER = b"C"
 RECALL = b"X"
+CREDIT = b"K"
+INPUT = b"P"
 
 
 class Status(IntEnum):
     OK = 0
     RAISED = 1  # frames: the pickled (exception, remote traceback text)
     RECALLED = 2  # no frames: the worker dropped the task before it began (answer to RECALL)
+    ITEM = 3  # frames: one value a stream's generator yielded; the task goes on
+    WANT = 4  # one frame (slot, count): the task wants more items of an input stream
+    ITEMS = 5  # one frame: several small values a stream yielded, packed (``pack_values``)
 
 
 _COUNT = struct.Struct("!I")
-_TASK = struct.Struct("!QI")
+_TASK = struct.Struct("!QII")
 _RESULT = struct.Struct("!QBIf")
 _ID = struct.Struct("!Q")
+_CREDIT = struct.Struct("!QI")
+_INPUT = struct.Struct("!QIBI")
 
 
 _FN_LEN = struct.Struct("!I")
 FN_KEY_SIZE = 16
 
 
-def pack_tasks(entries: Sequence[tuple[int, int]]) -> bytes:
-    """The first frame of TASKS: the marker and (task_id, frame count) per task."""
-    return TASKS + _COUNT.pack(len(entries)) + b"".join(_TASK.pack(t, n) for t, n in entries)
+def pack_tasks(entries: Sequence[tuple[int, int, int]]) -> bytes:
+    """The first frame of TASKS: the marker and (task_id, frame count, stream window) per
+    task (window 0: a plain task)."""
+    return TASKS + _COUNT.pack(len(entries)) + b"".join(_TASK.pack(t, n, w) for t, n, w in entries)
 
 
-def unpack_tasks(raw: Any) -> list[tuple[int, int]]:
+def unpack_tasks(raw: Any) -> list[tuple[int, int, int]]:
     data = bytes(raw)
     (count,) = _COUNT.unpack_from(data, 1)
     return [_TASK.unpack_from(data, 1 + _COUNT.size + i * _TASK.size) for i in range(count)]
@@ -96,6 +115,53 @@ def pack_recall(task_ids: Sequence[int]) -> bytes:
 def unpack_recall(raw: Any) -> list[int]:
     data = bytes(raw)
     return [_ID.unpack_from(data, 1 + i * _ID.size)[0] for i in range((len(data) - 1) // _ID.size)]
+
+
+def pack_credit(task_id: int, count: int) -> bytes:
+    return CREDIT + _CREDIT.pack(task_id, count)
+
+
+def unpack_credit(raw: Any) -> tuple[int, int]:
+    task_id, count = _CREDIT.unpack_from(bytes(raw), 1)
+    return task_id, count
+
+
+def pack_values(pickles: Sequence[bytes]) -> bytes:
+    """Several single-frame pickles in one frame: a frame costs ~10 us in pyzmq, a small
+    value's pickle well under 1 us, so a fast stream sends them together."""
+    return b"".join(_COUNT.pack(len(p)) + p for p in pickles)
+
+
+def unpack_values(raw: Any) -> list[memoryview]:
+    view = memoryview(raw.buffer if hasattr(raw, "buffer") else raw)
+    out = []
+    offset = 0
+    while offset < len(view):
+        (length,) = _COUNT.unpack_from(view, offset)
+        offset += _COUNT.size
+        out.append(view[offset : offset + length])
+        offset += length
+    return out
+
+
+def pack_want(slot: int, count: int) -> bytes:
+    return _CREDIT.pack(slot, count)
+
+
+def unpack_want(raw: Any) -> tuple[int, int]:
+    slot, count = _CREDIT.unpack_from(bytes(raw))
+    return slot, count
+
+
+def pack_input(task_id: int, slot: int, ended: bool, frame_counts: Sequence[int]) -> bytes:
+    return INPUT + _INPUT.pack(task_id, slot, ended, len(frame_counts)) + b"".join(_COUNT.pack(n) for n in frame_counts)
+
+
+def unpack_input(raw: Any) -> tuple[int, int, bool, list[int]]:
+    data = bytes(raw)
+    task_id, slot, ended, count = _INPUT.unpack_from(data, 1)
+    start = 1 + _INPUT.size
+    return task_id, slot, bool(ended), [_COUNT.unpack_from(data, start + i * _COUNT.size)[0] for i in range(count)]
 
 
 def encode_task(fn_key: bytes, fn_bytes: bytes, arguments: Sequence[Any]) -> list[Any]:

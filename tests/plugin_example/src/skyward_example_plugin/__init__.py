@@ -139,12 +139,15 @@ class DelayedDriver(CloudProvider[Delayed]):
     def __init__(self, config: Delayed, *, sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(config, sleep=sleep)
         self.api: ProcessCloud | None = None
+        self.delay_window: tuple[float, float] | None = None  # monotonic start and end of the delay
 
     def client_address(self) -> IPv4Address:
         return IPv4Address("127.0.0.1")  # the nodes are on this machine
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Callable[..., None]) -> Offer:
+        started = time.monotonic()
         self._sleep(self.config.seconds)
+        self.delay_window = (started, time.monotonic())
         return Offer(instance_type="process", region="this-machine", price_on_demand=0.0)
 
     def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Callable[..., None]) -> None:

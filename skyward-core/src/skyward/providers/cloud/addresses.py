@@ -13,15 +13,31 @@ import urllib.request
 from skyward.errors import ConfigurationError, ProvisioningError
 
 
-def parse_client_address(value: str, what: str) -> ipaddress.IPv4Address:
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (a URL's hostname) is this machine: the only place plain http may
+    carry a key or token (a test double). Shared by every provider's URL check;
+    here rather than in :mod:`~skyward.providers.cloud.http`, which needs requests."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_client_address(value: object, what: str) -> ipaddress.IPv4Address:
     """``value`` as one IPv4 host address; a ConfigurationError naming ``what`` otherwise.
 
     IPv4 only: nodes are reached at their public IPv4 address, so the client's traffic to
-    them leaves from its IPv4 address.
+    them leaves from its IPv4 address. Only text is read: ``ipaddress`` would take the
+    integer ``1`` as ``0.0.0.1``.
     """
-    text = value.strip() if isinstance(value, str) else value
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
     try:
-        address = ipaddress.ip_address(text)
+        address = ipaddress.ip_address(value.strip())
     except ValueError:
         raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
     if not isinstance(address, ipaddress.IPv4Address):

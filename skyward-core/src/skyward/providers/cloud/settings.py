@@ -1,5 +1,11 @@
-"""Settings every HTTP cloud provider's config has, and the checks behind them, with errors
-that name the provider's own config class: ``Verda(api_retries=0)``."""
+"""Checks of the settings providers share (grace period, bootstrap timeout, client
+address) and of those every HTTP cloud provider's config has (ports, seconds, retries,
+URLs), with errors that name the provider's own config class: ``Verda(api_retries=0)``.
+
+:func:`skyward.providers.settings.check_node_settings` is the one home of the rules for
+the settings every provider's nodes take; ``ProviderSettings.__post_init__`` calls it, and
+it is re-exported here for configs that do not derive from it.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,30 @@ from dataclasses import dataclass
 
 from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError
-from skyward.providers.settings import ProviderSettings
+from skyward.providers.settings import (
+    MAX_GRACE_PERIOD_S,
+    MAX_SECONDS,
+    ProviderSettings,
+    check_node_settings,
+    check_seconds_value,
+)
 
 DEFAULT_ADDRESS_URL = "https://checkip.amazonaws.com"
 """Answers a plain GET with the caller's public IPv4 address and nothing else."""
+
+__all__ = [
+    "MAX_GRACE_PERIOD_S",
+    "MAX_SECONDS",
+    "CloudSettings",
+    "check_attempts",
+    "check_cloud_settings",
+    "check_flag",
+    "check_node_settings",
+    "check_port",
+    "check_seconds",
+    "check_seconds_value",
+    "check_urls",
+]
 
 
 def check_port(provider: str, name: str, value: object) -> None:
@@ -27,16 +53,20 @@ def _seconds(value: object, floor_ok: bool) -> bool:
 
 
 def check_seconds(provider: str, config: object, names: Iterable[str]) -> None:
-    """Each of ``config``'s settings ``names`` must be a positive number of seconds."""
+    """Each of ``config``'s settings ``names`` must be a finite, positive number of seconds."""
     for name in names:
-        value = getattr(config, name)
-        if not _seconds(value, floor_ok=False):
-            raise ConfigurationError(f"{provider}({name}={value!r}) must be a positive number of seconds")
+        check_seconds_value(provider, name, getattr(config, name))
 
 
 def check_attempts(provider: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{provider}({name}={value!r}) must be an integer >= 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise ConfigurationError(f"{provider}({name}={value!r}) must be an integer >= 1 and at most 1000")
+
+
+def check_flag(provider: str, name: str, value: object) -> None:
+    """A yes/no setting must be ``True`` or ``False``: ``reap="no"`` is truthy."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{provider}({name}={value!r}) must be True or False")
 
 
 def check_urls(provider: str, config: object, names: Iterable[str]) -> None:
@@ -86,9 +116,11 @@ def check_cloud_settings(settings: CloudSettings) -> None:
     owner = type(settings).__name__
     check_port(owner, "agent_port", settings.agent_port)
     check_seconds(owner, settings, ("provision_timeout", "poll_interval", "api_timeout"))
-    if not _seconds(settings.api_backoff, floor_ok=True):
-        raise ConfigurationError(f"{owner}(api_backoff={settings.api_backoff!r}) must be a number of seconds >= 0")
+    if not _seconds(settings.api_backoff, floor_ok=True) or settings.api_backoff > MAX_SECONDS:
+        raise ConfigurationError(
+            f"{owner}(api_backoff={settings.api_backoff!r}) must be a number of seconds >= 0 (0 retries at once), "
+            f"finite and at most {MAX_SECONDS:.0f}"
+        )
     check_attempts(owner, "api_retries", settings.api_retries)
     check_urls(owner, settings, ("address_url",))
-    if not isinstance(settings.reap, bool):
-        raise ConfigurationError(f"{owner}(reap={settings.reap!r}) must be True or False")
+    check_flag(owner, "reap", settings.reap)

@@ -32,7 +32,13 @@ from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
 from skyward.agent.config import node_ports
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import (
+    CapacityError,
+    ConfigurationError,
+    LaunchTimeoutError,
+    ProvisioningError,
+    UnavailableError,
+)
 from skyward.image import BootstrapContext
 from skyward.providers.cloud.addresses import client_address, firewall_source
 from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
@@ -195,7 +201,9 @@ class CloudProvider(Provider[CS]):
         if isinstance(error, ConfigurationError | ProvisioningError) and not created:
             return error
         undone = f" ({created} of {total} {self.instance_noun}s had been created; they were deleted)" if created else ""
-        return ProvisioningError(f"{error}{undone}")
+        # keeps the kind (CapacityError, QuotaError...): the pool's failover reads it
+        kind = type(error) if isinstance(error, UnavailableError) else ProvisioningError
+        return kind(f"{error}{undone}")
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
         """How a user deletes these by hand, for the error when deleting failed."""
@@ -258,6 +266,10 @@ class CloudProvider(Provider[CS]):
                     "running on-demand"
                 )
             )
+        from skyward.api.failover import check_price_cap, pool_hourly
+
+        hourly = pool_hourly([p.market for p in self._plans], offer.price_on_demand, offer.price_spot)
+        check_price_cap(spec.max_hourly_cost, hourly, f"{offer.instance_type} in {offer.region}")
         self._offer = offer
         self._labels = Labels(
             pool_id=spec.pool_id,
@@ -310,7 +322,10 @@ class CloudProvider(Provider[CS]):
             first, plan = failures[0]
             created = sum(1 for r in results if not isinstance(r, Exception))
             self._delete_created()
-            raise self.explain_create_failure(first, plan.market, created, len(requests)) from first
+            explained = self.explain_create_failure(first, plan.market, created, len(requests))
+            if self.is_capacity_refusal(first) and not isinstance(explained, UnavailableError):
+                explained = CapacityError(str(explained))  # a pool with other candidates moves on
+            raise explained from first
         return [r for r in results if isinstance(r, _Started)]
 
     def _create_one(self, spec: PoolSpec, plan: NodePlan, request: NodeRequest, emit: EventSink) -> _Started:
@@ -396,7 +411,7 @@ class CloudProvider(Provider[CS]):
                 continue
             if self._clock() > deadline:
                 late = ", ".join(s.request.name for s in started if s.request.node not in handles)
-                raise ProvisioningError(
+                raise LaunchTimeoutError(
                     f"{self.instance_noun}s {late} were not {self.running_word} within provision_timeout="
                     f"{self.config.provision_timeout:g} s; raise {type(self.config).__name__}(provision_timeout=...) "
                     "or try another region"

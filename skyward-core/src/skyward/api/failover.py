@@ -1,0 +1,153 @@
+"""Candidates of a pool and the decisions of its failover (pure functions).
+
+A pool may name several candidates, in order: provider configurations, or :class:`Spec`
+values where a candidate needs its own accelerator, spot strategy, machine or price cap.
+``selection="first"`` tries them in the order given; ``"cheapest"`` in the order of the
+whole pool's live price (:func:`cheapest_first`). Every node comes from one candidate.
+
+The pool moves on only when a candidate failed for a reason another candidate can fix
+(:func:`moves_on`: an ``UnavailableError``: capacity, quota, no offer, price cap, launch
+timeout); anything else (bad configuration, bad credentials, a bootstrap that fails)
+stops it at once, since the next candidate would fail the same way and bill meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, PriceCapError, UnavailableError
+
+if TYPE_CHECKING:
+    from skyward.spot import Market
+
+Selection: TypeAlias = Literal["first", "cheapest"]
+SELECTIONS: tuple[Selection, ...] = ("first", "cheapest")
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One candidate of a pool: a provider configuration and what differs for it.
+
+    ``accelerator``, ``spot``, ``machine`` and ``max_hourly_cost`` left ``None`` take the
+    pool's own (``ComputePool(accelerator=..., spot=..., ...)``). ``max_hourly_cost`` is
+    USD per hour for the whole pool (every node), on the market the spot strategy gets.
+    """
+
+    provider: object
+    accelerator: Any = None
+    spot: Any = None
+    machine: str | None = None
+    max_hourly_cost: float | None = None
+
+
+@runtime_checkable
+class Regional(Protocol):
+    """A provider configuration with a region (``None``: the provider may choose)."""
+
+    @property
+    def region(self) -> str | None: ...
+
+
+def candidates_from(
+    provider: object, *, accelerator: Any, spot: Any, machine: str | None, max_hourly_cost: float | None
+) -> tuple[Spec, ...]:
+    """The pool's candidates, in order, each with the pool's values where it leaves one
+    unset. ``provider`` is a configuration, a :class:`Spec`, or a non-empty list of them."""
+    items: Sequence[object]
+    if isinstance(provider, list | tuple):
+        if not provider:
+            raise ConfigurationError(
+                "ComputePool(provider=[]): give at least one provider configuration or sky.Spec(provider=...)"
+            )
+        items = provider
+    else:
+        items = [provider]
+    out = []
+    for item in items:
+        spec = item if isinstance(item, Spec) else Spec(provider=item)
+        if isinstance(spec.provider, Spec | list | tuple) or spec.provider is None:
+            raise ConfigurationError(
+                f"sky.Spec(provider={spec.provider!r}): must be one provider configuration, such as sky.AWS()"
+            )
+        out.append(
+            Spec(
+                provider=spec.provider,
+                accelerator=accelerator if spec.accelerator is None else spec.accelerator,
+                spot=spot if spec.spot is None else spec.spot,
+                machine=machine if spec.machine is None else spec.machine,
+                max_hourly_cost=max_hourly_cost if spec.max_hourly_cost is None else spec.max_hourly_cost,
+            )
+        )
+    return tuple(out)
+
+
+def selection_of(value: object) -> Selection:
+    for known in SELECTIONS:
+        if value == known:
+            return known
+    raise ConfigurationError(f"ComputePool(selection={value!r}): must be one of {', '.join(map(repr, SELECTIONS))}")
+
+
+def cheapest_first(prices: Sequence[float | None]) -> list[int]:
+    """Candidate indexes by the whole pool's hourly price, cheapest first; a candidate
+    whose price is unknown (no offers listed) after every priced one; ties keep the order
+    given."""
+    return sorted(range(len(prices)), key=lambda i: (prices[i] is None, prices[i] or 0.0, i))
+
+
+def order(selection: Selection, prices: Sequence[float | None]) -> list[int]:
+    """The order in which candidates are tried."""
+    return cheapest_first(prices) if selection == "cheapest" else list(range(len(prices)))
+
+
+def ranking(labels: Sequence[str], prices: Sequence[float | None]) -> str:
+    """The order ``"cheapest"`` chose, in words: ``#2 verda $4.38/h, #1 aws ?``."""
+    return ", ".join(f"{name} {'?' if p is None else f'${p:.4g}/h'}" for name, p in zip(labels, prices, strict=True))
+
+
+def pool_hourly(markets: Sequence[Market], on_demand: float, spot: float | None) -> float:
+    """What the pool costs per hour when each node runs on its planned market (a spot node
+    without a spot price is counted at the on-demand price)."""
+    from skyward.spot import Market
+
+    return sum((spot if m is Market.SPOT and spot is not None else on_demand) for m in markets)
+
+
+def check_price_cap(cap: float | None, hourly: float, what: str) -> None:
+    """Raise PriceCapError when the pool's hourly price is above ``cap``; before anything
+    is made, so the next candidate starts from nothing."""
+    if cap is not None and hourly > cap:
+        raise PriceCapError(
+            f"{what} costs ${hourly:.4g}/h for the pool, above max_hourly_cost=${cap:g}/h; raise the cap, "
+            "use fewer nodes or another candidate"
+        )
+
+
+def moves_on(error: BaseException) -> UnavailableError | None:
+    """The error as a reason to try the next candidate, or None: stop at once. A provider
+    that sells no machine fitting the request (``NoMatchingInstanceError`` from instance
+    selection) has no offer: another provider may sell one."""
+    from skyward.instances import NoMatchingInstanceError
+
+    if isinstance(error, UnavailableError):
+        return error
+    if isinstance(error, NoMatchingInstanceError):
+        return NoOfferError(str(error))
+    return None
+
+
+def label(index: int, provider_name: str, config: object) -> str:
+    """How messages name a candidate: ``#2 aws (us-west-2)``."""
+    region = config.region if isinstance(config, Regional) else None
+    return f"#{index + 1} {provider_name}" + (f" ({region})" if region else "")
+
+
+def all_failed(failures: Sequence[tuple[str, UnavailableError]]) -> NoCandidateError:
+    """The one error of a pool whose every candidate failed: each one and why."""
+    lines = "; ".join(f"{name}: {error.reason}: {error}" for name, error in failures)
+    return NoCandidateError(
+        f"no candidate could provide the pool ({len(failures)} tried; each one's resources were removed): {lines}",
+        tuple(failures),
+    )

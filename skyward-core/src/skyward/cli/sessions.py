@@ -1,0 +1,74 @@
+"""What every provider plugin's ``tools.py`` session does the same way, written once.
+
+Each plugin's session (``skyward ls``/``down``/``offers``/``doctor``) opens from an
+optional config of its own class, checks credentials in two steps (present, then one
+read that changes nothing), and turns its API's errors into a ``ProvisioningError``
+that says what it was doing. VastAI, RunPod, DigitalOcean and Verda had each written
+these out (``duplicates`` paired them); the plugins now call these helpers, so a rule
+(e.g. a wrong config type is a ``ConfigurationError`` naming the class wanted) holds
+for a third-party plugin too. Like :mod:`skyward.cli.model`, nothing here imports a
+CLI library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import TypeVar
+
+from skyward.cli.model import CredentialCheck
+from skyward.errors import ConfigurationError, ProvisioningError
+
+C = TypeVar("C")
+
+
+def config_for(config: object | None, kind: type[C], tools: str) -> C:
+    """``config`` when it is a ``kind`` (the default ``kind()`` for None); a
+    ConfigurationError naming the class the ``tools`` (the plugin's name) take otherwise."""
+    chosen = kind() if config is None else config
+    if not isinstance(chosen, kind):
+        raise ConfigurationError(f"the {tools} tools take a {kind.__name__}(...) configuration, got {chosen!r}")
+    return chosen
+
+
+class reported_as:
+    """Re-raise an API ``error`` as ``ProvisioningError("while <doing>: <error>")`` (the
+    command shows ProvisioningErrors as a provider's failure, not as a crash).
+
+    A class rather than ``@contextmanager``: its ``__exit__`` returns None, so mypy knows
+    it never swallows an exception and a ``return`` inside the ``with`` type-checks."""
+
+    def __init__(self, doing: str, error: type[Exception]) -> None:
+        self._doing = doing
+        self._error = error
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is not None and isinstance(exc, self._error):
+            raise ProvisioningError(f"while {self._doing}: {exc}") from exc
+
+
+def credential_check(
+    provider: str,
+    *,
+    find: Callable[[], object],
+    read: Callable[[], object],
+    error: type[Exception],
+    missing: str | Callable[[ConfigurationError], str],
+    accepted: str,
+    fix: str,
+) -> CredentialCheck:
+    """``find`` the credentials (a ConfigurationError: not found, said by ``missing``),
+    then make one ``read`` that changes nothing (an ``error``: found but refused).
+    Both steps, because "not set" and "set but wrong" want different fixes."""
+    try:
+        find()
+    except ConfigurationError as exc:
+        return CredentialCheck(provider, False, False, missing if isinstance(missing, str) else missing(exc), fix)
+    try:
+        read()
+    except error as exc:
+        return CredentialCheck(provider, True, False, str(exc), fix)
+    return CredentialCheck(provider, True, True, accepted, fix="")

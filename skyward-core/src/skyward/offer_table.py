@@ -1,0 +1,261 @@
+"""What the providers offer for a request: ``sky.offers`` and ``skyward offers``.
+
+A provider plugin's tools (``skyward_provider_tools`` hook) open a session that, where the
+provider can list its machines, satisfies :class:`OfferSource`. Both the command and
+``sky.offers`` ask every such session the same :class:`OfferQuery` and sort the answers by
+the price of the whole pool, so the table a user reads before choosing is the data behind
+``ComputePool(selection="cheapest")``. Every value here is frozen and provider-neutral.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from skyward.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from skyward.cli.model import ProviderTools
+    from skyward.instances import InstanceType
+
+
+@dataclass(frozen=True, slots=True)
+class OfferQuery:
+    """What a provider is asked for: per node, ``accelerator`` (a catalog name such as
+    ``"A100"``, or ``None`` for CPU machines), ``count`` of them, on spot or not."""
+
+    accelerator: str | None
+    count: int = 1
+    nodes: int = 1
+    spot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One machine type a provider offers in one region (prices USD per hour per node;
+    ``spot_hourly`` is ``None`` where it has no spot market)."""
+
+    provider: str
+    region: str
+    instance: str
+    accelerator: str | None
+    accelerator_count: int
+    vcpus: int
+    memory_gib: float
+    on_demand_hourly: float | None
+    spot_hourly: float | None
+
+    def hourly(self, spot: bool) -> float | None:
+        """One node's price per hour on that market (``None``: not sold there)."""
+        return self.spot_hourly if spot else self.on_demand_hourly
+
+    def pool_hourly(self, spot: bool, nodes: int) -> float | None:
+        """The whole pool's price per hour: ``nodes`` of this machine on that market."""
+        price = self.hourly(spot)
+        return None if price is None else price * nodes
+
+
+@runtime_checkable
+class OfferSource(Protocol):
+    """A provider session that can list what it offers."""
+
+    def offers(self, query: OfferQuery) -> list[Offer]: ...
+
+
+def query(accelerator: str | None, *, nodes: int = 1, spot: bool = False) -> OfferQuery:
+    """A validated query: ``accelerator`` is a catalog name (``"A100"``, ``"A100:2"``,
+    ``"H100-80GB"``); a bad one is a ConfigurationError naming it and the known ones."""
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ConfigurationError(f"offers(nodes={nodes!r}): give a whole number of nodes >= 1")
+    if not isinstance(spot, bool):
+        raise ConfigurationError(f"offers(spot={spot!r}): must be True or False")
+    if accelerator is None:
+        return OfferQuery(accelerator=None, nodes=nodes, spot=spot)
+    from skyward.accelerators import parse_accelerator
+
+    parsed = parse_accelerator(accelerator)
+    return OfferQuery(accelerator=accelerator, count=parsed.count, nodes=nodes, spot=spot)
+
+
+def fits(instance: InstanceType, wanted: OfferQuery) -> bool:
+    """Whether one node of this type satisfies the query (the same rule instance
+    selection uses: same model, any memory variant unless named, at least ``count``)."""
+    from skyward.accelerators import parse_accelerator
+    from skyward.instances import select_instance
+
+    if wanted.accelerator is None:
+        return instance.accelerator is None
+    request = dataclasses.replace(parse_accelerator(wanted.accelerator), count=wanted.count)
+    try:
+        select_instance([instance], accelerator=request)
+    except ConfigurationError:
+        return False
+    return True
+
+
+def price_order(spot: bool) -> Callable[[Offer], tuple[bool, float, str, str, str]]:
+    """The sort key of a table: cheapest first on the market asked, unknown prices last,
+    then by provider, region and instance so equal prices read the same every time."""
+
+    def key(offer: Offer) -> tuple[bool, float, str, str, str]:
+        price = offer.hourly(spot)
+        return (price is None, price or 0.0, offer.provider, offer.region, offer.instance)
+
+    return key
+
+
+def offers_from(provider: str, instances: Iterable[InstanceType], wanted: OfferQuery) -> list[Offer]:
+    """The instance types that fit, cheapest first for the market asked (unknown prices last)."""
+    found = [
+        Offer(
+            provider=provider,
+            region=i.region,
+            instance=i.name,
+            accelerator=i.accelerator,
+            accelerator_count=i.accelerator_count,
+            vcpus=i.vcpus,
+            memory_gib=round(i.memory / 2**30, 1),
+            on_demand_hourly=i.on_demand_price or None,
+            spot_hourly=i.spot_price,
+        )
+        for i in instances
+        if fits(i, wanted) and (i.spot_price is not None or not wanted.spot)
+    ]
+    return sorted(found, key=price_order(wanted.spot))
+
+
+@dataclass(frozen=True, slots=True)
+class OfferTable:
+    """What ``sky.offers`` returns: ``rows`` cheapest first for the whole pool of
+    ``nodes`` on the market asked, and ``skipped``, each provider that could not answer
+    (no credentials, an API error) with why. Iterating gives the rows."""
+
+    rows: tuple[Offer, ...]
+    nodes: int
+    spot: bool
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    def __iter__(self) -> Iterator[Offer]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Offer:
+        return self.rows[index]
+
+    def __str__(self) -> str:
+        head = f"{'provider':<13} {'region':<14} {'instance':<24} {'accelerators':<14} {'pool $/h':>9}"
+        lines = [head]
+        for o in self.rows:
+            price = o.pool_hourly(self.spot, self.nodes)
+            acc = f"{o.accelerator_count}x {o.accelerator}" if o.accelerator else "-"
+            shown = "?" if price is None else f"{price:.3f}"
+            lines.append(f"{o.provider:<13} {o.region:<14} {o.instance:<24} {acc:<14} {shown:>9}")
+        lines += [f"({name}: {why})" for name, why in self.skipped]
+        return "\n".join(lines)
+
+
+def collect(
+    sources: Iterable[tuple[str, object]], wanted: OfferQuery, *, on_skip: Callable[[str, str], None] | None = None
+) -> OfferTable:
+    """Asks each opened session (provider name, session) for ``wanted``; one that lists no
+    offers or fails is skipped with its reason (``on_skip`` hears it as it happens)."""
+    rows: list[Offer] = []
+    skipped: list[tuple[str, str]] = []
+
+    def skip(name: str, why: str) -> None:
+        skipped.append((name, why))
+        if on_skip is not None:
+            on_skip(name, why)
+
+    for name, session in sources:
+        if not isinstance(session, OfferSource):
+            skip(name, "this plugin lists no offers")
+            continue
+        try:
+            rows += session.offers(wanted)
+        except Exception as error:  # one provider's API failing leaves the others' rows
+            skip(name, f"could not list offers: {error}")
+    rows.sort(key=price_order(wanted.spot))
+    return OfferTable(rows=tuple(rows), nodes=wanted.nodes, spot=wanted.spot, skipped=tuple(skipped))
+
+
+def installed_tools() -> list[ProviderTools]:
+    from skyward.plugins.registry import get_plugin_manager
+
+    groups = get_plugin_manager().hook.skyward_provider_tools()
+    return [tools for group in groups for tools in group]
+
+
+def open_source(tools: ProviderTools, config: object | None) -> tuple[object | None, str]:
+    """The tools' session for ``config`` when its credentials are found and accepted, or
+    ``None`` and why not (one harmless read call)."""
+    try:
+        session = tools.open(config)
+        check = session.check()
+    except ConfigurationError as error:
+        return None, str(error)
+    except Exception as error:  # an unreachable API: that provider only
+        return None, f"could not check the credentials: {type(error).__name__}: {error}"
+    if not check.found:
+        return None, f"{check.detail} ({check.fix})" if check.fix else check.detail
+    if not check.valid:
+        return None, f"credentials not accepted: {check.detail}"
+    return session, ""
+
+
+def offers(
+    accelerator: str | None = None,
+    *,
+    nodes: int = 1,
+    spot: bool = False,
+    providers: Sequence[str | object] | None = None,
+    tools: Sequence[ProviderTools] | None = None,
+) -> OfferTable:
+    """What each installed provider offers for ``nodes`` nodes with ``accelerator``
+    (``"A100"``, ``"H100:8"``; ``None``: CPU machines), sorted by the whole pool's price
+    per hour on spot (``spot=True``: only machines sold on spot) or on-demand.
+
+    ``providers`` narrows the providers: names (``"aws"``) or configurations
+    (``sky.AWS(region="us-west-2")``, asked with that configuration). A provider without
+    usable credentials is skipped and named in ``skipped``. ``tools`` replaces the
+    installed plugins' (tests, embedding).
+    """
+    wanted = query(accelerator, nodes=nodes, spot=spot)
+    every = list(tools) if tools is not None else installed_tools()
+    by_name = {t.name: t for t in every}
+    chosen: list[tuple[ProviderTools, object | None]] = []
+    if providers is None:
+        chosen = [(t, None) for t in every]
+    else:
+        if isinstance(providers, str) or not isinstance(providers, Sequence):
+            raise ConfigurationError(
+                f"offers(providers={providers!r}): give a list of provider names or configurations"
+            )
+        for item in providers:
+            name = item if isinstance(item, str) else _provider_name(item)
+            if name not in by_name:
+                known = ", ".join(sorted(by_name)) or "none (pip install 'skyward[aws]', digitalocean or verda)"
+                raise ConfigurationError(
+                    f"offers(providers=[...]): no offers for {item!r}; providers with offers: {known}"
+                )
+            chosen.append((by_name[name], None if isinstance(item, str) else item))
+    opened: list[tuple[str, object]] = []
+    skipped: list[tuple[str, str]] = []
+    for provider_tools, config in chosen:
+        session, why = open_source(provider_tools, config)
+        if session is None:
+            skipped.append((provider_tools.name, why))
+        else:
+            opened.append((provider_tools.name, session))
+    table = collect(opened, wanted)
+    return dataclasses.replace(table, skipped=(*skipped, *table.skipped))
+
+
+def _provider_name(config: object) -> str:
+    from skyward.plugins.registry import registry
+
+    return registry.provider_for(config).name

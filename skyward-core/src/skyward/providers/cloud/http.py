@@ -1,0 +1,164 @@
+"""A JSON-over-HTTPS API client with a bearer key, on the retry rules of
+:mod:`skyward.providers.cloud.retry`: what a provider whose API is a handful of JSON
+calls needs (VastAI's REST API, RunPod's GraphQL endpoint).
+
+The key travels only in the ``Authorization`` header, never in a URL (URLs end up in
+proxies' and servers' logs), and never in an error message. Plain http is refused except
+on a loopback address (a test double).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.cloud.addresses import is_loopback
+from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
+from skyward.providers.cloud.settings import CloudSettings
+
+JSON = Any  # what json.loads returns
+
+
+class APIError(ProvisioningError):
+    """A provider's API call failed; ``status`` (None: no answer) and ``api_message`` are
+    the API's own."""
+
+    def __init__(self, provider: str, action: str, status: int | None, message: str) -> None:
+        self.provider = provider
+        self.action = action
+        self.status = status
+        self.api_message = message
+        where = f"HTTP {status}" if status is not None else "no response"
+        super().__init__(f"{provider} API: {action} failed ({where}): {message}")
+
+
+class HTTPStatusError(Exception):
+    """An answer whose status the call does not accept, raised inside a retried call so
+    that :func:`classify` can read its status and ``Retry-After``; every client over
+    requests (this one, Verda's OAuth client) raises this one."""
+
+    def __init__(self, response: requests.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def check_api_url(provider: str, url: str) -> str:
+    """``url`` without its trailing slash; plain http only on loopback."""
+    parts = urlsplit(url)
+    if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname)):
+        raise ConfigurationError(
+            f"{provider}(api_url={url!r}): use https (plain http would send the API key unencrypted; it is "
+            "allowed only on a loopback address, for test doubles)"
+        )
+    return url.rstrip("/")
+
+
+def classify(exc: BaseException) -> Failure | None:
+    """How :func:`~skyward.providers.cloud.retry.call_with_retry` sees a requests call's
+    failure: a refused or unreachable connection was never sent (safe to repeat)."""
+    if isinstance(exc, HTTPStatusError):
+        return Failure(status=exc.response.status_code, sent=True, headers=dict(exc.response.headers))
+    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
+        return Failure(status=None, sent=False, headers={})  # refused or unreachable: never arrived
+    if isinstance(exc, requests.RequestException):
+        return Failure(status=None, sent=True, headers={})
+    return None
+
+
+def _message(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300] or "no message"
+    if isinstance(body, dict):
+        for key in ("msg", "message", "error", "detail"):
+            if body.get(key):
+                return str(body[key])[:300]
+    return str(body)[:300]
+
+
+class JsonAPI:
+    """Blocking JSON calls to ``base_url`` with ``Authorization: Bearer <key>``."""
+
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        key: str,
+        *,
+        timeout: float,
+        backoff: Backoff,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.provider = provider
+        self.base_url = check_api_url(provider, base_url)
+        self._key = key
+        self._timeout = timeout
+        self._backoff = backoff
+        self._sleep = sleep
+        self._session = requests.Session()
+
+    @classmethod
+    def for_cloud(
+        cls,
+        provider: str,
+        settings: CloudSettings,
+        api_url: str,
+        key: str,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> JsonAPI:
+        """A client on a cloud config's own ``api_timeout``/``api_retries``/``api_backoff``
+        (the one mapping from settings to client, which VastAI and RunPod had each written)."""
+        backoff = Backoff(attempts=settings.api_retries, base=settings.api_backoff)
+        return cls(provider, api_url, key, timeout=settings.api_timeout, backoff=backoff, sleep=sleep)
+
+    def close(self) -> None:
+        self._session.close()
+
+    def call(
+        self,
+        action: str,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: JSON = None,
+        ok: Sequence[int] = (200, 201, 202, 204),
+        retry_as: str | None = None,
+    ) -> JSON:
+        """The answer's JSON (None when empty); an :class:`APIError` after the retries.
+        ``retry_as`` is the method whose retry rules apply (a GraphQL read is a POST that
+        may be repeated like a GET); ``method`` by default."""
+
+        def once() -> requests.Response:
+            response = self._session.request(
+                method,
+                f"{self.base_url}{path}",
+                params=params,
+                json=body,
+                timeout=self._timeout,
+                headers={"Authorization": f"Bearer {self._key}", "User-Agent": f"skyward-{self.provider.lower()}"},
+            )
+            if response.status_code not in ok:
+                raise HTTPStatusError(response)
+            return response
+
+        try:
+            response = call_with_retry(
+                once, method=retry_as or method, classify=classify, backoff=self._backoff, sleep=self._sleep
+            )
+        except HTTPStatusError as exc:
+            raise APIError(self.provider, action, exc.response.status_code, _message(exc.response)) from None
+        except requests.RequestException as exc:
+            raise APIError(self.provider, action, None, type(exc).__name__) from None
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise APIError(self.provider, action, response.status_code, "the answer is not JSON") from None

@@ -1,0 +1,160 @@
+"""What the container marketplaces (VastAI, RunPod) share (pure).
+
+Both rent a GPU host's container, not a VM: an image plus a start-up command, ports the
+host maps to others, no tags and no firewall API. This holds the rules both plugins
+follow, once:
+
+* :data:`DEFAULT_CUDA_IMAGE`: the image a node runs unless the config names another;
+* :func:`start_command`: the node's bootstrap script, unchanged, as a container command;
+* :func:`pool_label` / :func:`parse_pool_label`: the one name a container carries (its
+  VastAI label, its RunPod pod name), holding the pool id, its expiry and the node;
+* :func:`catalog_gpu`: the accelerator catalog's name for a marketplace's GPU name.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from skyward.errors import ConfigurationError
+from skyward.providers.cloud.naming import PoolMark
+
+DEFAULT_CUDA_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+"""Ubuntu 22.04 with CUDA 12.4, cuDNN 9 and Python 3.11: runs on every host whose driver
+supports CUDA >= 12.4 (the offer search asks for that), and already holds the python
+and CA certificates the bootstrap needs, so a node spends its first minute on skyward's
+own packages rather than on apt."""
+
+MIN_CUDA = 12.4
+"""The CUDA version :data:`DEFAULT_CUDA_IMAGE` needs of the host's driver."""
+
+BOOT_PATH = "/root/skyward-bootstrap.sh"
+"""Where the start command writes the script before running it (the container's own
+disk: nothing of it outlives the container)."""
+
+_POOL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+_LABEL = re.compile(r"^skyward-(?P<pool>[a-z0-9][a-z0-9-]{0,40}?)-(?P<expires>\d{9,11})-(?P<node>\d{1,4})$")
+
+
+def check_container(owner: str, image: object, disk_gb: object) -> None:
+    """The settings every marketplace container has: an image name and whole GB of disk
+    (8 GB: the smallest disk the CUDA image and the bootstrap's packages fit on)."""
+    if not isinstance(image, str) or not image.strip():
+        raise ConfigurationError(f"{owner}(image={image!r}) must name a container image")
+    if isinstance(disk_gb, bool) or not isinstance(disk_gb, int) or not 8 <= disk_gb <= 10_000:
+        raise ConfigurationError(f"{owner}(disk_gb={disk_gb!r}) must be whole GB between 8 and 10000")
+
+
+def check_number(owner: str, name: str, value: object, low: float, high: float) -> None:
+    """``value`` is a real number (not a bool) from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ConfigurationError(f"{owner}({name}={value!r}) must be a number from {low:g} to {high:g}")
+
+
+def start_command(script: str) -> list[str]:
+    """The container command that runs ``script`` (a ``#!`` bootstrap) unchanged: the
+    script travels base64-encoded (a start command is one line, and the marketplaces
+    re-split it with shell rules), is written to :data:`BOOT_PATH` and executed."""
+    encoded = base64.b64encode(script.encode()).decode("ascii")
+    return ["bash", "-c", f"echo {encoded} | base64 -d > {BOOT_PATH} && chmod 700 {BOOT_PATH} && exec {BOOT_PATH}"]
+
+
+def start_command_line(script: str) -> str:
+    """:func:`start_command` as one shell line (RunPod's ``dockerArgs``)."""
+    return shlex.join(start_command(script))
+
+
+def script_of(command: str | list[str]) -> str | None:
+    """The bootstrap script a :func:`start_command` carries (None: not one of ours)."""
+    words = shlex.split(command) if isinstance(command, str) else command
+    match = re.match(r"^echo (\S+) \| base64 -d > ", words[-1] if words else "")
+    return None if match is None else base64.b64decode(match[1]).decode()
+
+
+def pool_label(pool_id: str, expires: int, node: int) -> str:
+    """``skyward-<pool id>-<expiry>-<node>``: what a container of the pool is called."""
+    if not _POOL_ID.match(pool_id):
+        raise ConfigurationError(f"pool id {pool_id!r} cannot name a container: use lowercase letters, digits, '-'")
+    return f"skyward-{pool_id}-{expires}-{node}"
+
+
+def parse_pool_label(label: str | None) -> PoolMark | None:
+    match = _LABEL.match(label or "")
+    return None if match is None else PoolMark(match["pool"], int(match["expires"]))
+
+
+def pool_members(listing: Iterable[Mapping[str, Any]], label_key: str, pool_id: str) -> list[str]:
+    """The ids of the containers in ``listing`` whose label (under ``label_key``: VastAI's
+    ``label``, RunPod's ``name``) marks them as ``pool_id``'s: what a pool's teardown
+    verifies is gone, found the same way on both marketplaces."""
+    return [
+        str(raw["id"])
+        for raw in listing
+        if (mark := parse_pool_label(str(raw.get(label_key) or ""))) is not None and mark.pool_id == pool_id
+    ]
+
+
+# The marketplaces' spellings, upper-cased without spaces or dashes, -> the catalog's model
+_MODELS = {
+    "H100SXM": "H100-SXM",
+    "H100SXM5": "H100-SXM",
+    "H10080GBHBM3": "H100-SXM",
+    "H100PCIE": "H100-PCIe",
+    "H100NVL": "H100-NVL",
+    "H200": "H200",
+    "H200SXM": "H200",
+    "H200NVL": "H200",
+    "GH200": "GH200",
+    "B200": "B200",
+    "A100SXM4": "A100",
+    "A100SXM": "A100",
+    "A100PCIE": "A100",
+    "A100X": "A100",
+    "A10080GBPCIE": "A100",
+    "A100": "A100",
+    "RTXA6000": "A6000",
+    "A6000": "A6000",
+    "A40": "A40",
+    "A10": "A10",
+    "L40S": "L40S",
+    "L40": "L40",
+    "L4": "L4",
+    "RTX6000ADA": "RTX6000-Ada",
+    "RTX4000ADA": "RTX4000-Ada",
+    "TESLAV100": "V100",
+    "V100": "V100",
+    "TESLAT4": "T4",
+    "T4": "T4",
+}
+_HAS_MEMORY_VARIANTS = {"A100": (40, 80), "V100": (16, 32)}
+
+
+def catalog_gpu(name: str, memory_gb: float | None = None) -> str | None:
+    """The catalog's spelling of a marketplace GPU (``"A100 SXM4"`` with 80 GB ->
+    ``"A100-80GB"``, ``"NVIDIA H100 80GB HBM3"`` -> ``"H100-SXM"``, ``"RTX A6000"`` ->
+    ``"A6000"``), or None for one the catalog does not know (a consumer ``"RTX 4090"``)."""
+    key = re.sub(r"[\s_-]", "", name.upper()).removeprefix("NVIDIA").removeprefix("GEFORCE")
+    model = _MODELS.get(key)
+    if model is None:
+        return None
+    sizes = _HAS_MEMORY_VARIANTS.get(model)
+    if sizes and memory_gb:
+        nearest = min(sizes, key=lambda size: abs(size - memory_gb))
+        return f"{model}-{nearest}GB"
+    return model
+
+
+def reap_reason(mark: PoolMark | None, stopped: bool, now: float, own_pool: str | None) -> str | None:
+    """Why a container of another pool may be destroyed at a pool's start (None: keep
+    it): stopped (skyward never starts one again; VastAI bills a stopped one's disk) or
+    past its pool's expiry. Containers without a skyward label are never touched."""
+    if mark is None or mark.pool_id == own_pool:
+        return None
+    if stopped:
+        return "stopped (a stopped container still bills its disk)"
+    if now > mark.expires:
+        return f"its pool {mark.pool_id} expired at {mark.expires}"
+    return None

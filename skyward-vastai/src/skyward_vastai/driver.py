@@ -1,0 +1,219 @@
+"""The VastAI driver: VastAI's verbs on the core's cloud template.
+
+The template (``SpotCloudProvider``) creates the nodes in parallel under the spot plan,
+polls them, deletes everything on a failure, verifies terminate, and notices a spot
+node VastAI took away (outbid: its instance stops) by describing it. This supplies the
+offer search (the cheapest reliable offers that fit, one per node), renting an offer
+with the bootstrap as the container's start-up command, reading each container's port
+mapping (the agent and the workers are reached through it: PortMapping), and destroying.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+from skyward.accelerators.spec import Accelerator
+from skyward.api.spec import PoolSpec
+from skyward.errors import ProvisioningError
+from skyward.providers.cloud.http import APIError
+from skyward.providers.cloud.marketplace import (
+    pool_label,
+    pool_members,
+    start_command,
+)
+from skyward.providers.cloud.removal import sweep_with_notices
+from skyward.providers.cloud.sizing import node_request
+from skyward.providers.cloud.template import (
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+    Offer,
+    PortMappedCloudProvider,
+    SpotCloudProvider,
+)
+from skyward.providers.protocol import EventSink
+from skyward.spot import Market, NodePlan, SpotNever, SpotStrategy
+from skyward_vastai.api import VastAPI
+from skyward_vastai.config import VastAI, api_key
+from skyward_vastai.offers import VastOffer, fitting, parse_offers, search_query
+
+PROVIDER = "vastai"
+_STOPPED = frozenset({"exited", "stopped", "offline", "inactive"})
+_TAKEN = ("no_such_ask", "not available", "no longer available", "already rented")
+
+
+class NoOfferLeft(ProvisioningError):
+    """Every fitting offer was rented by someone else (a capacity refusal)."""
+
+
+def ports_of(raw: Mapping[str, Any]) -> dict[int, int]:
+    """Container port -> host port, from an instance's ``ports`` (Docker's shape:
+    ``{"16789/tcp": [{"HostIp": "0.0.0.0", "HostPort": "41234"}]}``)."""
+    found: dict[int, int] = {}
+    for key, bindings in (raw.get("ports") or {}).items():
+        port, _, proto = str(key).partition("/")
+        if proto not in ("", "tcp") or not bindings:
+            continue
+        try:
+            found[int(port)] = int(bindings[0]["HostPort"])
+        except (KeyError, TypeError, ValueError, IndexError):
+            continue
+    return found
+
+
+def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
+    status = str(raw.get("actual_status") or "")
+    if status in _STOPPED or raw.get("intended_status") == "stopped":
+        return InstanceState.STOPPED
+    return InstanceState.RUNNING if status == "running" and mapped else InstanceState.PENDING
+
+
+class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
+    name = PROVIDER
+
+    def __init__(
+        self,
+        config: VastAI,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(config, clock=clock, sleep=sleep)
+        self._offers: dict[Market, list[VastOffer]] = {}
+        self._tried: set[int] = set()
+        self._wanted: dict[str, Any] = {}
+        self._pool_id = ""
+
+    @cached_property
+    def api(self) -> VastAPI:
+        """Made on first use: validate() has checked the key by then."""
+        return VastAPI(self.config, sleep=self._sleep)
+
+    def validate(self, spec: PoolSpec) -> None:
+        api_key()
+
+    def default_spot(self) -> SpotStrategy:
+        """An interruptible VastAI instance stops whenever a higher bid comes: asked for, never the default."""
+        return SpotNever()
+
+    # -- prepare ------------------------------------------------------------------------
+
+    def reap(self, spec: PoolSpec, emit: EventSink) -> None:
+        from skyward_vastai.resources import reap_with
+
+        sweep_with_notices(lambda: reap_with(self.api, self._clock(), spec.pool_id), emit, APIError, "instances")
+
+    def _search(self) -> None:
+        accelerator = self._wanted.get("accelerator")
+        gpus = accelerator.count if isinstance(accelerator, Accelerator) else 1
+        offers = parse_offers(self.api.search(search_query(self.config, gpus)), self.config.bid_margin)
+        offers = [o for o in offers if o.id not in self._tried]
+        with self._lock:
+            self._offers = {m: fitting(offers, self._wanted, m is Market.SPOT) for m in Market}
+
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+        """The cheapest reliable offers that fit one node; the first is what the pool reports."""
+        self._pool_id = spec.pool_id
+        self._wanted = node_request(spec)
+        self._search()
+        on_demand, spot = self._offers[Market.ON_DEMAND], self._offers[Market.SPOT]
+        if not on_demand:
+            raise ProvisioningError(
+                f"no VastAI offer fits a node of this pool ({self._describe_request()}) among verified hosts with "
+                f"reliability >= {self.config.min_reliability:g}, CUDA >= {self.config.min_cuda:g} and "
+                f"{self.config.disk_gb} GB of disk. Try another accelerator or size, "
+                "VastAI(verified_only=False, min_reliability=...), or again later"
+            )
+        best = on_demand[0].instance
+        return Offer(
+            instance_type=best.name,
+            region="VastAI marketplace",
+            price_on_demand=best.on_demand_price,
+            price_spot=spot[0].instance.spot_price if spot else None,
+            spot_available=bool(spot),
+        )
+
+    def _describe_request(self) -> str:
+        parts = [f"{k}={v}" for k, v in self._wanted.items() if v is not None]
+        return ", ".join(parts) or "any machine"
+
+    # -- the verbs ------------------------------------------------------------------------
+
+    def instance_name(self, spec: PoolSpec, node: int) -> str:
+        assert self._labels is not None, "prepare() first"
+        return pool_label(spec.pool_id, self._labels.expires, node)
+
+    def _take(self, market: Market) -> VastOffer | None:
+        with self._lock:
+            for offer in self._offers.get(market, []):
+                if offer.id not in self._tried:
+                    self._tried.add(offer.id)
+                    return offer
+        return None
+
+    def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
+        """Rent the next fitting offer; one someone else rented first is skipped."""
+        first, last = labels.ports
+        searched = False
+        while True:
+            offer = self._take(request.market)
+            if offer is None and not searched:
+                searched = True
+                self._search()  # a retry after a capacity refusal looks at the market again
+                continue
+            if offer is None:
+                raise NoOfferLeft(f"no VastAI {request.market.value} offer left that fits node {request.node}")
+            body: dict[str, Any] = {
+                "client_id": "me",
+                "image": self.config.image,
+                "disk": self.config.disk_gb,
+                "label": request.name,
+                "runtype": "args",
+                "args": start_command(request.script),
+                "env": {f"-p {port}:{port}": "1" for port in range(first, last + 1)},
+            }
+            if request.market is Market.SPOT:
+                assert offer.instance.spot_price is not None
+                body["price"] = round(offer.instance.spot_price, 4)  # the bid, $/h for the whole instance
+            try:
+                return self.api.rent(offer.id, body)
+            except APIError as error:
+                if error.status in (400, 404, 410) and any(w in error.api_message.lower() for w in _TAKEN):
+                    continue
+                raise
+
+    def is_capacity_refusal(self, error: Exception) -> bool:
+        return isinstance(error, NoOfferLeft)
+
+    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
+        """One listing for every node; an instance counts as running once its agent port is mapped."""
+        wanted = set(instance_ids)
+        found: dict[str, Instance] = {}
+        for raw in self.api.instances():
+            ident = str(raw.get("id"))
+            if ident not in wanted:
+                continue
+            host = str(raw.get("public_ipaddr") or "").strip()
+            mapping = ports_of(raw)
+            state = state_of(raw, bool(host) and self.config.agent_port in mapping)
+            found[ident] = Instance(
+                ident, state, ip=host or None, status=str(raw.get("actual_status") or ""), ports=mapping
+            )
+        return found
+
+    def delete(self, instance_ids: Sequence[str]) -> None:
+        for instance_id in instance_ids:
+            self.api.destroy(instance_id)
+
+    def listed(self) -> list[str]:
+        return pool_members(self.api.instances(), "label", self._pool_id)
+
+    def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
+        return f"destroy them with `vastai destroy instance <id>` or `skyward down` ({', '.join(instance_ids)})"
+
+    def delete_infrastructure(self) -> list[str]:
+        return []

@@ -1,0 +1,33 @@
+"""Hook implementations of skyward-vastai, loaded through the ``skyward`` entry-point group."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from skyward.cli.model import ProviderTools
+from skyward.plugins.contributions import ProviderPlugin
+from skyward.plugins.hookspecs import hookimpl
+
+
+@hookimpl
+def skyward_providers() -> Sequence[ProviderPlugin]:
+    from skyward_vastai.config import VastAI
+    from skyward_vastai.driver import VastAIDriver
+
+    return [ProviderPlugin(name="vastai", config_type=VastAI, create_driver=VastAIDriver)]
+
+
+@hookimpl
+def skyward_exports() -> Mapping[str, object]:
+    """``skyward.VastAI``."""
+    from skyward_vastai.config import VastAI
+
+    return {"VastAI": VastAI}
+
+
+@hookimpl
+def skyward_provider_tools() -> Sequence[ProviderTools]:
+    """``skyward ls``, ``down``, ``offers`` and ``doctor`` for VastAI."""
+    from skyward_vastai.tools import TOOLS
+
+    return [TOOLS]
