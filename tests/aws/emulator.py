@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Mapping
@@ -111,6 +113,7 @@ class MotoInstances:
         self.poll_interval = poll_interval
         self.user_data: dict[str, str] = {}
         self.imds: dict[str, FakeIMDS] = {}
+        self.restored: dict[str, str] = {}  # instance -> the instance whose baked disk it got
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="moto-instances", daemon=True)
@@ -166,11 +169,25 @@ class MotoInstances:
         raw = self.ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")["UserData"]
         text = decode_user_data(base64.b64decode(raw.get("Value", "")))
         self.user_data[instance_id] = text
+        self._restore_baked_disk(instance)
         ip = self.harness.address_for(instance_id)
         require = instance.get("MetadataOptions", {}).get("HttpTokens", "optional") == "required"
         imds = FakeIMDS(ip, instance_id, require_token=require)
         self.imds[instance_id] = imds
         self.harness.start(instance_id, text, ip=ip, env={"AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.url})
+
+    def _restore_baked_disk(self, instance: Mapping[str, Any]) -> None:
+        """An instance launched from a baked AMI (tagged ``skyward:baked-from``) starts
+        with a copy of the source instance's disk: here, its skyward home."""
+        images = self.ec2.describe_images(ImageIds=[instance["ImageId"]])["Images"]
+        tags = {t["Key"]: t["Value"] for image in images for t in image.get("Tags", [])}
+        source = tags.get("skyward:baked-from")
+        if source is None or source not in self.harness.started():
+            return
+        disk = self.harness.instance(source).directory / "home" / ".skyward"
+        target = self.harness.root / re.sub(r"[^\w.-]", "_", str(instance["InstanceId"])) / "home" / ".skyward"
+        shutil.copytree(disk, target, symlinks=True, ignore=shutil.ignore_patterns("*.lock"))
+        self.restored[str(instance["InstanceId"])] = source
 
     def interrupt(self, instance_id: str, action: str = "terminate", in_seconds: float = 120) -> None:
         """Serve a spot interruption notice on the instance's metadata service."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,11 +38,14 @@ class FaultProxy:
     target: str  # moto's url
     calls: list[Call] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
+    delays: dict[str, float] = field(default_factory=dict)  # action -> seconds each call is held (a slow API)
+    most_in_flight: dict[str, int] = field(default_factory=dict)  # action -> most calls in the proxy at once
 
     def __post_init__(self) -> None:
         parsed = urllib.parse.urlparse(self.target)
         self._host, self._port = parsed.hostname or "127.0.0.1", parsed.port or 80
         self._lock = threading.Lock()
+        self._in_flight: dict[str, int] = {}
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -91,6 +95,19 @@ class FaultProxy:
                         call.refused = code
                         payload = _ERROR.format(code=code, message=message).encode()
                         return status, [("Content-Type", "text/xml")], payload
+        with self._lock:
+            self._in_flight[action] = self._in_flight.get(action, 0) + 1
+            self.most_in_flight[action] = max(self.most_in_flight.get(action, 0), self._in_flight[action])
+        try:
+            time.sleep(self.delays.get(action, 0.0))
+            return self._forward(method, path, headers, body)
+        finally:
+            with self._lock:
+                self._in_flight[action] -= 1
+
+    def _forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         connection = http.client.HTTPConnection(self._host, self._port, timeout=60)
         try:
             forward = {k: v for k, v in headers.items() if k.lower() not in ("connection",)}

@@ -23,12 +23,14 @@ from typing import Any
 import structlog
 
 from skyward.api.spec import PoolSpec
+from skyward.baking import BakedImage, BakeKey, bake_key, being_baked, choose_baked
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, SkywardError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
+from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
 from skyward.providers.protocol import EventSink, NodeHandle
 from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, min_spot_nodes, normalize_spot, wants_spot
-from skyward_aws import ami, iam, infra, interruption, launch, offers, resources
+from skyward_aws import ami, baking, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
 from skyward_aws.endpoints import EndpointResolver, PublicAddress, SsmTunnels, require_session_manager_plugin
@@ -118,6 +120,9 @@ class AWSDriver(SpotCloudProvider[AWS]):
         self._described: dict[str, Mapping[str, Any]] = {}  # id -> the last describe_instances item
         self._seen: set[str] = set()  # ids describe has answered for at least once
         self._pool_id = ""
+        self._bake_key: BakeKey | None = None  # Image(bake=True): the key this pool's image bakes under
+        self._baked: BakedImage | None = None  # the baked AMI this pool starts from
+        self._bake_pending = False  # another pool's bake of this key is under way
 
     # -- abilities -------------------------------------------------------------------------
 
@@ -225,6 +230,8 @@ class AWSDriver(SpotCloudProvider[AWS]):
             self.image = ami.resolve_image(
                 ec2, self.clients.ssm, ami.image_kind(chosen.device_vendor), chosen.architecture
             )
+        if spec.image.bake:
+            self._choose_baked(spec, emit)
         log.info(
             "aws plan",
             pool=spec.pool_id,
@@ -234,6 +241,47 @@ class AWSDriver(SpotCloudProvider[AWS]):
             image_from=self.image.how,
         )
         return chosen
+
+    def _choose_baked(self, spec: PoolSpec, emit: EventSink) -> None:
+        """``Image(bake=True)``: start from this image's baked AMI when one matches its key
+        exactly (skyward.baking.choose_baked); a stale one is left alone."""
+        from skyward.events import Notice
+
+        assert self.image is not None
+        base = self.image.image_id
+        self._bake_key = bake_key(spec.image, self._environment_context(), base)
+        listed = baking.list_baked(self.clients.ec2)
+        self._baked = choose_baked(listed, self._bake_key)
+        self._bake_pending = being_baked(listed, self._bake_key)
+        if self._baked is not None:
+            self.image = ami.ResolvedImage(self._baked.id, f"baked:{base}")
+            emit(Notice(message=f"starting from baked image {self._baked.id}: apt, uv and the environment are skipped"))
+
+    def bake(self, spec: PoolSpec, handle: NodeHandle, emit: EventSink) -> BakedImage | None:
+        """The Bakes ability: CreateImage from ``handle`` when the pool asked to bake and
+        started without a matching baked AMI. A failure is a Notice, never the pool's."""
+        from skyward.events import Notice
+
+        if self._bake_key is None or self._baked is not None or self._bake_pending:
+            return None
+        try:
+            made = baking.create_baked(self.clients.ec2, handle.instance_id, self._bake_key, spec.pool_id)
+        except Exception as error:
+            emit(Notice(message=f"could not bake an image from {handle.instance_id}: {error}"))
+            return None
+        emit(
+            Notice(
+                message=f"baking image {made.id} from {handle.instance_id}: the next pool with this Image starts "
+                f"from it. It bills for its snapshot (about ${baking.SNAPSHOT_PRICE_GB_MONTH:.2f} per GB-month) "
+                "until `skyward down` deletes it"
+            )
+        )
+        return made
+
+    def _environment_context(self) -> BootstrapContext:
+        """What every node's environment is built from (its key), without per-node steps:
+        the template's cloud context with AWS's NODE_HOME."""
+        return replace(cloud_bootstrap_context(), home=NODE_HOME)
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         chosen = self.plan(spec, emit)
@@ -302,7 +350,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
         context = super().bootstrap_context(spec, market, run_dir, node)
         region = shlex.quote(self.config.region)
         step = ("region", f"export AWS_REGION={region} AWS_DEFAULT_REGION={region}")
-        return replace(context, extra_steps=(step, *context.extra_steps), home=NODE_HOME)
+        return replace(context, extra_steps=(step, *context.extra_steps), home=NODE_HOME, baked=self._baked is not None)
 
     # -- the verbs ---------------------------------------------------------------------------
 

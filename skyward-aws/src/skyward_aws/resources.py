@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from skyward.baking import BAKED_IMAGE
 from skyward.cli.model import (
     INSTANCE,
     INSTANCE_PROFILE,
@@ -28,6 +29,7 @@ from skyward.cli.model import (
     Resource,
 )
 from skyward.providers.cloud.reaping import doomed_resources
+from skyward_aws.baking import delete_baked
 from skyward_aws.infra import TAG_EXPIRES, TAG_POOL
 from skyward_aws.pricing import PriceCatalog, shipped_catalog
 from skyward_aws.session import Clients
@@ -201,13 +203,48 @@ def list_instance_profiles(iam: Any) -> list[Resource]:
 IAM_KINDS = frozenset({INSTANCE_PROFILE, ROLE})
 
 
+def list_baked_images(ec2: Any, region: str) -> list[Resource]:
+    """Baked AMIs (``Image(bake=True)``), under the pool id ``baked``: no expiry, priced
+    by their snapshot's size (skyward_aws.baking)."""
+    from skyward.baking import BAKED_IMAGE, BAKED_POOL, HOURS_PER_MONTH
+    from skyward_aws.baking import SNAPSHOT_PRICE_GB_MONTH, list_baked
+
+    found: list[Resource] = []
+    for image in list_baked(ec2):
+        key = image.key
+        size = f", {image.size_gb:g} GB" if image.size_gb is not None else ""
+        found.append(
+            Resource(
+                provider=PROVIDER,
+                region=region,
+                pool_id=BAKED_POOL,
+                kind=BAKED_IMAGE,
+                id=image.id,
+                state=("available" if image.ready else "pending") + size,
+                created=_iso_stamp(image.created),
+                expires_at=None,
+                hourly_price=image.size_gb * SNAPSHOT_PRICE_GB_MONTH / HOURS_PER_MONTH if image.size_gb else None,
+                name=f"Image {key.image_hash}, skyward {key.version}" if key else image.name,
+            )
+        )
+    return found
+
+
+def _iso_stamp(value: str) -> float | None:
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def list_ec2(clients: Clients, region: str, prices: PriceCatalog | None = None) -> list[Resource]:
-    """What Skyward made in ``region``'s EC2, instances first."""
+    """What Skyward made in ``region``'s EC2, instances first, baked AMIs last."""
     return [
         *list_instances(clients.ec2, region, prices or shipped_catalog()),
         *list_security_groups(clients.ec2, region),
         *list_key_pairs(clients.ec2, region),
         *list_loose_volumes(clients.ec2, region),
+        *list_baked_images(clients.ec2, region),
     ]
 
 
@@ -286,7 +323,7 @@ class Deleter:
                 errors.update({i: f"terminate failed: {error}" for i in instances})
             else:
                 self._await_terminated(instances)
-        order = (VOLUME, SECURITY_GROUP, KEY_PAIR, INSTANCE_PROFILE, ROLE)
+        order = (VOLUME, SECURITY_GROUP, KEY_PAIR, INSTANCE_PROFILE, ROLE, BAKED_IMAGE)
         for kind in order:
             for resource in (r for r in resources if r.kind == kind):
                 try:
@@ -324,6 +361,8 @@ class Deleter:
             delete_instance_profile(iam, resource.id)
         elif resource.kind == ROLE:
             delete_role(iam, resource.id)
+        elif resource.kind == BAKED_IMAGE:
+            delete_baked(ec2, resource.id)
 
 
 def verify(asked: Sequence[Resource], still_there: Sequence[Resource], errors: Mapping[str, str]) -> list[Removal]:

@@ -14,6 +14,9 @@ from skyward.agent.config import CONFIG_END, ENV_VAR, STEP_MARKER, STEPS_ENV
 from skyward.image import BootstrapContext, Image
 
 ENV_COMPLETE = ".skyward-complete"
+TTL_MARKER = "/tmp/skyward-ttl-armed"
+STEP_TIMES = "bootstrap-times"  # one line per step: its name and when it began (Unix seconds)
+BAKED_STEP = "baked"
 
 
 def _q(value: str) -> str:
@@ -22,8 +25,13 @@ def _q(value: str) -> str:
 
 def _step(title: str) -> str:
     """Announces a step on stdout (the Local provider follows it) and records it for the
-    agent to report (cloud nodes, whose stdout nobody reads while they boot)."""
-    return f'echo "{STEP_MARKER} {title}"\n{STEPS_ENV}+={_q(" " + title)}'
+    agent to report (cloud nodes, whose stdout nobody reads while they boot), with the
+    time it began in ``$STEP_TIMES`` (a cloud node's ``$SKYWARD_HOME/bootstrap-times``,
+    which bench/cloudstart.py reads; ``/dev/null`` on Local, whose nodes share a home)."""
+    return (
+        f'echo "{STEP_MARKER} {title}"\n{STEPS_ENV}+={_q(" " + title)}\n'
+        f'echo "{title} ${{EPOCHREALTIME:-$(date +%s.%N)}}" >>"$STEP_TIMES"'
+    )
 
 
 def _section(title: str, body: str) -> str:
@@ -38,11 +46,13 @@ def _ttl(ttl: int, ctx: BootstrapContext) -> str:
     minutes = max(1, math.ceil(ttl / 60))
     # Armed before anything else can fail, so a broken bootstrap still ends the instance.
     # With InstanceInitiatedShutdownBehavior=terminate (or a provider's equivalent),
-    # shutting down deletes the instance.
-    return f"""if [ "$(id -u)" = 0 ] && [ ! -f "$SKYWARD_HOME/ttl-armed" ]; then
+    # shutting down deletes the instance. The marker lives in /tmp, which boot empties,
+    # as a scheduled shutdown does not outlive a reboot either: a machine started from a
+    # baked image (a copy of a node's disk, marker and all) arms its own TTL.
+    return f"""if [ "$(id -u)" = 0 ] && [ ! -f {TTL_MARKER} ]; then
   shutdown -h +{minutes} "skyward: pool TTL of {ttl} s reached" >/dev/null 2>&1 \\
     || nohup sh -c 'sleep {ttl}; poweroff -f' >/dev/null 2>&1 &
-  touch "$SKYWARD_HOME/ttl-armed"
+  touch {TTL_MARKER}
 fi"""
 
 
@@ -61,11 +71,25 @@ if [ -n "$missing" ]; then
     "install them yourself (sudo apt-get install$missing) or use a cloud provider."
 fi"""
     packages = " ".join(_q(p) for p in image.apt)
+    # In the background: the Python environment does not need system packages, except a
+    # source build that compiles against them, which _deps retries after waiting (apt
+    # and the environment are each tens of seconds on a fresh node: they now overlap).
     return f"""export DEBIAN_FRONTEND=noninteractive
-if ! dpkg-query -W {names} >/dev/null 2>&1; then
-  for i in 1 2 3 4 5; do apt-get update -q && break || sleep 5; done
-  apt-get install -y -q --no-install-recommends {packages}
-fi"""
+(
+  if ! dpkg-query -W {names} >/dev/null 2>&1; then
+    for i in 1 2 3 4 5; do apt-get update -q && break || sleep 5; done
+    apt-get install -y -q --no-install-recommends {packages}
+  fi
+) >"$SKYWARD_HOME/apt.log" 2>&1 &
+APT_PID=$!"""
+
+
+APT_WAIT = """APT_PID=
+apt_done() {  # wait for the apt packages installing in the background (no-op when none)
+  [ -z "$APT_PID" ] && return 0
+  local pid=$APT_PID; APT_PID=
+  wait "$pid" || { cat "$SKYWARD_HOME/apt.log" >&2; fail "apt-get could not install Image(apt=...)"; }
+}"""
 
 
 def _uv(ctx: BootstrapContext) -> str:
@@ -134,14 +158,34 @@ mkdir -p "$SKYWARD_HOME/envs"
 exec 9>"$ENV_DIR.lock"
 flock 9   # nodes sharing a disk build each environment once
 if [ ! -f "$ENV_DIR/{ENV_COMPLETE}" ]; then
-  rm -rf "$ENV_DIR"
-  "$UV" venv --quiet --python {_q(python)} "$ENV_DIR"
   {building}
-  "$UV" pip install --quiet --python "$ENV_DIR/bin/python" {index}{packages}
+  build_env() {{
+    rm -rf "$ENV_DIR" && "$UV" venv --quiet --python {_q(python)} "$ENV_DIR" &&
+      "$UV" pip install --quiet --python "$ENV_DIR/bin/python" {index}{packages}
+  }}
+  # built while apt runs; a build that needed a system package is tried again after it
+  build_env || {{ apt_done; build_env; }} || fail "could not build the Python environment"
   touch "$ENV_DIR/{ENV_COMPLETE}"
 fi
 flock -u 9
 PY="$ENV_DIR/bin/python\""""
+
+
+def _from_baked(image: Image, ctx: BootstrapContext, environment: str) -> str:
+    """On a machine started from a baked image: its environment is there, so apt, uv and
+    the environment are skipped and the step ``baked`` says so; on one whose environment
+    is missing (a baked image made from another one), every step runs as usual."""
+    env_dir = f"$SKYWARD_HOME/envs/{environment_key(image, ctx)}"
+    baked = _step(BAKED_STEP)
+    return f"""
+# --- baked image: the environment is already on this disk
+if [ -f "{env_dir}/{ENV_COMPLETE}" ]; then
+{baked}
+PY="{env_dir}/bin/python"
+else
+{environment.strip()}
+fi
+"""
 
 
 def _check(image: Image) -> str:
@@ -174,6 +218,10 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
     # environment: see skyward.agent.config.
     agent_config = ctx.agent_env.get(ENV_VAR)
     agent_env = "\n".join(f"export {k}={v}" for k, v in ctx.quoted_env() if k != ENV_VAR)
+    environment = [_section("apt", _apt(image, ctx))]
+    if needs_environment(image, ctx):
+        environment.append(_section("uv", _uv(ctx)))
+    environment.append(_section("deps", _deps(image, ctx)))
     parts = [
         "#!/usr/bin/env bash",
         f"# Skyward bootstrap for image {image.content_hash()} (Python {image.python}).",
@@ -181,18 +229,22 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         "set -euo pipefail",
         "umask 077",
         'fail() { echo "skyward bootstrap: $*" >&2; exit 3; }',
+        APT_WAIT,
         # cloud-init runs user-data without HOME; with "set -u" a bare $HOME would abort
         'export HOME="${HOME:-$(getent passwd "$(id -un)" | cut -d: -f6)}"',
         'export HOME="${HOME:-/root}"',
         f'SKYWARD_HOME="${{SKYWARD_HOME:-{home}}}"',
         'mkdir -p "$SKYWARD_HOME"',
+        "STEP_TIMES=/dev/null" if ctx.local else f'STEP_TIMES="$SKYWARD_HOME/{STEP_TIMES}"',
+        'echo "start ${EPOCHREALTIME:-$(date +%s.%N)}" >"$STEP_TIMES"',
         f"{STEPS_ENV}=",
         _section("ttl", _ttl(ttl, ctx)),
-        _section("apt", _apt(image, ctx)),
     ]
-    if needs_environment(image, ctx):
-        parts.append(_section("uv", _uv(ctx)))
-    parts.append(_section("deps", _deps(image, ctx)))
+    if ctx.baked and not ctx.local and needs_environment(image, ctx):
+        parts.append(_from_baked(image, ctx, "".join(environment)))
+    else:
+        parts += environment
+    parts.append("\napt_done  # plugin steps and the agent may need the system packages")
     for name, script in ctx.extra_steps:
         parts.append(_section(name, script))
     if not ctx.start_agent:

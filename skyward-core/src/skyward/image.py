@@ -46,6 +46,10 @@ class Image:
     on it (and on cloudpickle), so the default is the only value that always works.
     ``apt`` installs system packages on cloud nodes; the Local provider never changes the
     user's system and instead checks the packages are already installed.
+    ``bake=True`` asks a provider that can (AWS: an AMI; see docs/coldstart.md) to save a
+    bootstrapped node as a machine image and start later pools of the same image from it,
+    skipping apt, uv and the environment. It is opt-in because a baked image bills for
+    its storage until deleted (``skyward down``); it is not part of ``content_hash()``.
     """
 
     python: str = CLIENT_PYTHON
@@ -53,8 +57,11 @@ class Image:
     pip_extra_index_url: str | None = None
     apt: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    bake: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.bake, bool):
+            raise ConfigurationError(f"Image(bake={self.bake!r}) takes True or False")
         if not isinstance(self.python, str) or not _PYTHON_RE.match(self.python):
             raise ConfigurationError(
                 f"Image(python={self.python!r}) is not a Python version: use '3.X' or '3.X.Y', "
@@ -89,12 +96,13 @@ class Image:
     def with_pip(self, *packages: str) -> Image:
         """A copy with more pip packages (duplicates dropped, order kept)."""
         merged = tuple(dict.fromkeys((*self.pip, *_as_tuple(packages, "pip"))))
-        return Image(self.python, merged, self.pip_extra_index_url, self.apt, self.env)
+        return Image(self.python, merged, self.pip_extra_index_url, self.apt, self.env, self.bake)
 
     def with_env(self, env: Mapping[str, str] | None = None, /, **more: str) -> Image:
         """A copy with more environment variables (``env`` first, then ``more``); the
         mapping form takes any key, so a bad one is refused by name, not by Python."""
-        return Image(self.python, self.pip, self.pip_extra_index_url, self.apt, {**self.env, **(env or {}), **more})
+        merged = {**self.env, **(env or {}), **more}
+        return Image(self.python, self.pip, self.pip_extra_index_url, self.apt, merged, self.bake)
 
     def content_hash(self) -> str:
         """12 hex characters identifying the environment; stable across runs and machines."""
@@ -132,6 +140,9 @@ class BootstrapContext:
     agent_env:        environment of the agent process (its config among it).
     extra_steps:      (name, script) pairs from plugins (volumes, ...).
     home:             where environments are cached (``$HOME/.skyward`` by default).
+    baked:            the machine starts from a baked image (``Image(bake=True)``): when
+                      its environment is there, skip apt, uv and the environment and say
+                      so (step ``baked``); when it is not, install as usual.
     """
 
     local: bool = False
@@ -143,6 +154,7 @@ class BootstrapContext:
     home: str | None = None
     uv: str | None = None
     start_agent: bool = True
+    baked: bool = False
 
     def quoted_env(self) -> list[tuple[str, str]]:
         return [(k, shlex.quote(v)) for k, v in sorted(self.agent_env.items())]

@@ -262,6 +262,19 @@ class ComputePool:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _bake_if_asked(self) -> None:
+        """``Image(bake=True)``: once every agent has answered, a provider that bakes
+        saves node 0's disk when no baked image matched (skyward.baking)."""
+        from skyward.baking import Bakes
+        from skyward.events import Notice
+
+        if not self.spec.image.bake or not self._nodes:
+            return
+        if isinstance(self._driver, Bakes):
+            self._driver.bake(self.spec, self._nodes[0], self.emit)
+        else:
+            self.emit(Notice(message=f"Image(bake=True): the {self.provider_name} provider does not bake images"))
+
     def open(self) -> None:
         from skyward.events import PoolStarted
 
@@ -351,6 +364,7 @@ class ComputePool:
         infos = self._connect()
         for handle, info in zip(self._nodes, infos, strict=True):
             self._report_bootstrap(handle, info)
+        self._bake_if_asked()
 
     def _clean_candidate(self) -> None:
         """Remove everything the current candidate made (client, nodes, infrastructure)
@@ -408,15 +422,10 @@ class ComputePool:
 
         steps = [*mig_steps, *((s.name, s.script) for s in self._plugin_steps)]
         steps += [("volumes", script) for script in _volume_scripts(spec.volumes)]
-        ctx = BootstrapContext(
-            local=context.local,
-            python_executable=context.python_executable,
-            skyward_requirement=context.skyward_requirement,
-            pinned=context.pinned,
+        ctx = dataclasses.replace(  # every field the provider set (``baked`` among them)
+            context,
             agent_env={**context.agent_env, ENV_VAR: config.to_json()},
             extra_steps=(*context.extra_steps, *steps),
-            home=context.home,
-            uv=context.uv,
         )
         return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
 
