@@ -6,11 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 import skyward as sky
 
@@ -50,7 +52,11 @@ def test_close_leaves_no_process_behind() -> None:
     assert not alive
 
 
-def test_agents_exit_within_the_grace_period_after_the_client_is_killed() -> None:
+def test_agents_exit_within_the_grace_period_after_the_client_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A private temp dir for both pools: any other Local pool starting on this machine (a
+    # parallel test run) would rightly sweep the dead client's run directory from /tmp first.
+    private_tmp = tempfile.mkdtemp(prefix="sky-lt-")  # short: ipc socket paths have a length limit
+    monkeypatch.setattr(tempfile, "tempdir", private_tmp)
     script = textwrap.dedent(
         f"""
         import time, skyward as sky
@@ -60,9 +66,12 @@ def test_agents_exit_within_the_grace_period_after_the_client_is_killed() -> Non
         time.sleep(600)
         """
     )
-    client = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=private_tmp)
+    )
     assert client.stdout is not None
     pool_id, run_dir = client.stdout.readline().split()
+    assert run_dir.startswith(private_tmp)
     agents = _agent_processes(pool_id)
     workers = _tree(agents)[len(agents) :]
     assert len(agents) == 2 and len(workers) == 2
@@ -85,6 +94,7 @@ def test_agents_exit_within_the_grace_period_after_the_client_is_killed() -> Non
     with sky.ComputePool(nodes=1, display="quiet") as pool:
         assert Path(run_dir) in pool._driver.swept  # type: ignore[attr-defined]
     assert not os.path.exists(run_dir)
+    os.rmdir(private_tmp)  # nothing else was left in it
 
 
 def _running(process: psutil.Process) -> bool:
