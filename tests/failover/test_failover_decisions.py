@@ -4,6 +4,7 @@ move a pool on to the next candidate."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -116,13 +117,15 @@ def test_one_provider_is_one_candidate() -> None:
 @pytest.mark.parametrize(
     ("provider", "message"),
     [
-        ([], r"provider=\[\]\): give at least one provider"),
-        ([sky.Spec(provider=[sky.Local()])], r"must be one provider configuration"),
+        (lambda: [], r"provider=\[\]\): give at least one provider"),
+        (lambda: [sky.Spec(provider=[sky.Local()])], r"must be one provider configuration"),
+        (lambda: [sky.Spec(provider=1)], r"sky.Spec\(provider=1\): unknown provider 1"),
+        (lambda: [sky.Spec(provider=sky.Local(), max_hourly_cost=-1)], r"sky.Spec\(max_hourly_cost=-1\)"),
     ],
 )
-def test_bad_candidates_are_refused_before_anything_is_made(provider: object, message: str) -> None:
+def test_bad_candidates_are_refused_before_anything_is_made(provider: Callable[[], object], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        sky.ComputePool(provider=provider, display="quiet")
+        sky.ComputePool(provider=provider(), display="quiet")
 
 
 @pytest.mark.parametrize("selection", ["cheap", "", None, 1])

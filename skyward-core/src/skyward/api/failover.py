@@ -41,6 +41,21 @@ class Spec:
     machine: str | None = None
     max_hourly_cost: float | None = None
 
+    def __post_init__(self) -> None:
+        """Refused when made, not when a pool starts: a candidate names one known provider."""
+        from skyward.api.spec import price_cap
+        from skyward.plugins.registry import registry
+
+        if isinstance(self.provider, Spec | list | tuple) or self.provider is None:
+            raise ConfigurationError(
+                f"sky.Spec(provider={self.provider!r}): must be one provider configuration, such as sky.AWS()"
+            )
+        try:
+            registry.provider_for(self.provider)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"sky.Spec(provider={self.provider!r}): {exc}") from None
+        price_cap("sky.Spec", self.max_hourly_cost)
+
 
 @runtime_checkable
 class Regional(Protocol):
@@ -67,10 +82,6 @@ def candidates_from(
     out = []
     for item in items:
         spec = item if isinstance(item, Spec) else Spec(provider=item)
-        if isinstance(spec.provider, Spec | list | tuple) or spec.provider is None:
-            raise ConfigurationError(
-                f"sky.Spec(provider={spec.provider!r}): must be one provider configuration, such as sky.AWS()"
-            )
         out.append(
             Spec(
                 provider=spec.provider,
