@@ -86,10 +86,16 @@ def test_allow_results_refuses_what_is_not_a_class_or_a_dotted_name(bad: object)
 
 
 def test_safe_mode_is_the_default_where_a_providers_hosts_are_third_parties() -> None:
-    class Marketplace:
+    from dataclasses import dataclass
+
+    from skyward.providers.settings import ProviderSettings
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class Marketplace(ProviderSettings):
         third_party_hosts: ClassVar[bool] = True
 
-    class OwnCloud:
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class OwnCloud(ProviderSettings):
         pass
 
     assert third_party_hosts(Marketplace()) is True

@@ -190,8 +190,11 @@ def _torch_storage_weights_only(data: bytes) -> Any:
 def third_party_hosts(provider: object) -> bool:
     """Whether the provider's hosts are run by third parties (marketplace clouds), which
     makes safe mode its default. The one place that decides it: it reads the provider
-    settings' ``third_party_hosts`` class attribute (False when a provider has none)."""
-    return bool(getattr(type(provider), "third_party_hosts", False))
+    settings' ``third_party_hosts`` class attribute (a config that does not derive from
+    ProviderSettings gets the defaults: False)."""
+    from skyward.providers.settings import settings_of
+
+    return settings_of(provider).third_party_hosts
 
 
 def safe_loads(policy: ResultPolicy) -> Callable[[Sequence[Any]], Any]:
