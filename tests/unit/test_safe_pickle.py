@@ -117,3 +117,10 @@ _plain = st.recursive(
 @given(_plain)
 def test_any_plain_data_reads_the_same_in_safe_mode(value: object) -> None:
     assert SAFE(serialize.dumps_result(value)) == value
+
+
+def test_the_marketplace_clouds_default_to_safe_results_and_the_others_do_not() -> None:
+    import skyward as sky
+
+    assert third_party_hosts(sky.VastAI()) and third_party_hosts(sky.RunPod())
+    assert not any(third_party_hosts(p) for p in (sky.Local(), sky.AWS(), sky.DigitalOcean(), sky.Verda()))
