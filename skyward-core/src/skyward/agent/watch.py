@@ -29,7 +29,9 @@ class SocketWatch:
         tasks: zmq.Socket[bytes],
         handle: Callable[[], None],
         engage: Callable[[], None] | None = None,
+        after: float = WATCH_AFTER,
     ):
+        self._after = after  # how long a task runs before this thread takes the socket
         self._tasks = tasks
         self._handle = handle  # reads and handles every waiting message on ``tasks``
         self._engage = engage  # runs once as the watch takes the socket (a stream sends what waits)
@@ -70,7 +72,7 @@ class SocketWatch:
         while not self._closed:
             time.sleep(_WATCH_POLL)
             seq = self._seq
-            if not self._busy or time.monotonic() - self._since < WATCH_AFTER:
+            if not self._busy or time.monotonic() - self._since < self._after:
                 continue
             self._watching = True
             with self._io:
