@@ -266,7 +266,7 @@ class Worker:
         self.last_read = self.clock()
         while True:
             try:
-                frames = self.tasks.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = wire.recv_frames(self.tasks, zmq.NOBLOCK)
             except zmq.Again:
                 return
             if len(frames) < 2:

@@ -455,7 +455,7 @@ class PoolClient:
             wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames])
             while True:
                 if sock.poll(100):
-                    reply = sock.recv_multipart(copy=False)
+                    reply = wire.recv_frames(sock)
                     if reply[0].bytes[:1] != wire.RESULTS:
                         continue
                     for tid, status, count, ran in wire.unpack_results(reply[0].bytes):
@@ -514,7 +514,7 @@ class PoolClient:
                 for sock, _ in poller.poll(100):
                     while True:
                         try:
-                            reply = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                            reply = wire.recv_frames(sock, zmq.NOBLOCK)
                         except zmq.Again:
                             break
                         if reply[0].bytes[:1] != wire.RESULTS:
@@ -665,7 +665,7 @@ class PoolClient:
     def _drain_worker(self, worker: _Worker) -> None:
         while worker.socket is not None:
             try:
-                frames = worker.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = wire.recv_frames(worker.socket, zmq.NOBLOCK)
             except zmq.Again:
                 return
             if frames[0].bytes[:1] != wire.RESULTS:
