@@ -77,8 +77,8 @@ class FakeNode:
                         "agent_endpoint": f"tcp://0.0.0.0:{self.remote_port}",
                     }
                     self.agent.send_multipart([frames[0], wire.INFO, wire.encode_json(info)])
-                elif sock is self.worker and frames[1][:1] == wire.TASKS:
-                    (task_id, _count, _window), *_ = wire.unpack_tasks(frames[1])
+                elif sock is self.worker and wire.open_message(frames[1:])[0][:1] == wire.TASKS:
+                    (task_id, _count, _window), *_ = wire.unpack_tasks(wire.open_message(frames[1:])[0])
                     self.received.append(task_id)
                     result = serialize.dumps("ran on the fake worker")
                     reply = wire.pack_results([(task_id, wire.Status.OK, len(result), 0.0)])

@@ -88,8 +88,8 @@ def _run_with_a_recall_waiting(worker: Worker, client: zmq.Socket[bytes]) -> dic
     worker._receive()  # whatever is still unread (answers RECALLED for what still waits)
     outcome: dict[int, wire.Status] = {}
     while len(outcome) < 10 and client.poll(5000):
-        reply = client.recv_multipart()
-        for task_id, status, _count, _seconds in wire.unpack_results(reply[0]):
+        header, _parts = wire.open_message(wire.recv_frames(client))
+        for task_id, status, _count, _seconds in wire.unpack_results(header):
             outcome.setdefault(task_id, status)
     return outcome
 

@@ -271,32 +271,33 @@ class Worker:
                 return
             if len(frames) < 2:
                 continue
-            kind = frames[1].bytes[:1]
+            client = frames[0].bytes
+            header, parts = wire.open_message(frames[1:])
+            kind = header[:1]
             if kind == wire.TASKS:
-                client = frames[0].bytes
-                offset = 2
-                for task_id, count, window in wire.unpack_tasks(frames[1].bytes):
-                    self.pending.append((client, task_id, frames[offset : offset + count], window))
+                offset = 0
+                for task_id, count, window in wire.unpack_tasks(header):
+                    self.pending.append((client, task_id, parts[offset : offset + count], window))
                     offset += count
             elif kind == wire.RECALL:
-                self._recall(frames[0].bytes, set(wire.unpack_recall(frames[1].bytes)))
+                self._recall(client, set(wire.unpack_recall(header)))
             elif kind == wire.INPUT:
-                self._on_input(frames)
+                self._on_input(header, parts)
             elif kind == wire.CREDIT:
-                task_id, count = wire.unpack_credit(frames[1].bytes)
+                task_id, count = wire.unpack_credit(header)
                 if task_id == self.stream_id:
                     self.stream_credit += count
 
-    def _on_input(self, frames: list[Any]) -> None:
-        task_id, slot, ended, counts = wire.unpack_input(frames[1].bytes)
+    def _on_input(self, header: bytes, parts: list[Any]) -> None:
+        task_id, slot, ended, counts = wire.unpack_input(header)
         if task_id != self.running_id:
             return  # late: its task is over
         if self.inputs_task != task_id:
             self._reset_inputs(task_id)
         buffer = self.inputs.setdefault(slot, deque())
-        offset = 2
+        offset = 0
         for count in counts:
-            buffer.append(frames[offset : offset + count])
+            buffer.append(parts[offset : offset + count])
             offset += count
         if ended:
             self.inputs_ended.add(slot)
@@ -513,7 +514,7 @@ class Worker:
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
         try:
-            wire.send_frames(self.tasks, [client, wire.pack_results(done), *out])
+            wire.send_frames(self.tasks, [client, *wire.pack_message([wire.pack_results(done), *out])])
         except zmq.ZMQError:
             pass  # the client is gone; the node's grace period ends us
 

@@ -452,16 +452,18 @@ class PoolClient:
             sock = self._direct_socket(worker)
             task_id = next(self._ids)
             task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
-            wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames])
+            wire.send_frames(sock, wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames]))
             while True:
                 if sock.poll(100):
-                    reply = wire.recv_frames(sock)
-                    if reply[0].bytes[:1] != wire.RESULTS:
+                    header, parts = wire.open_message(wire.recv_frames(sock))
+                    if header[:1] != wire.RESULTS:
                         continue
-                    for tid, status, count, ran in wire.unpack_results(reply[0].bytes):
+                    offset = 0
+                    for tid, status, count, ran in wire.unpack_results(header):
                         if tid == task_id:
                             seconds = ran
-                            return self._decoder.value(status, reply[1 : 1 + count], key[0])
+                            return self._decoder.value(status, parts[offset : offset + count], key[0])
+                        offset += count  # a late reply to an earlier call on this socket
                 self._check_open()
                 node = self._nodes[key[0]]
                 if self._rerun_interrupted and (node.draining or worker not in node.workers):
@@ -505,7 +507,8 @@ class PoolClient:
             for position, worker in enumerate(workers):
                 sock = self._direct_socket(worker)
                 task_id = next(self._ids)
-                wire.send_frames(sock, [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames])
+                message = wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames])
+                wire.send_frames(sock, message)
                 pending[task_id] = position
                 poller.register(sock, zmq.POLLIN)
             results: list[Any] = [None] * len(workers)
@@ -514,19 +517,20 @@ class PoolClient:
                 for sock, _ in poller.poll(100):
                     while True:
                         try:
-                            reply = wire.recv_frames(sock, zmq.NOBLOCK)
+                            header, parts = wire.open_message(wire.recv_frames(sock, zmq.NOBLOCK))
                         except zmq.Again:
                             break
-                        if reply[0].bytes[:1] != wire.RESULTS:
+                        if header[:1] != wire.RESULTS:
                             continue
-                        for task_id, status, count, _ran in wire.unpack_results(reply[0].bytes):
+                        offset = 0
+                        for task_id, status, count, _ran in wire.unpack_results(header):
+                            payload = parts[offset : offset + count]
+                            offset += count
                             if task_id not in pending:
                                 continue  # a late reply to an earlier call on this socket
                             position = pending.pop(task_id)
                             try:
-                                results[position] = self._decoder.value(
-                                    status, reply[1 : 1 + count], workers[position].key[0]
-                                )
+                                results[position] = self._decoder.value(status, payload, workers[position].key[0])
                             except BaseException as error:
                                 errors[position] = error
                 self._check_open()
@@ -660,7 +664,7 @@ class PoolClient:
             entries.append((task_id, len(task_frames), window))
             frames.extend(task_frames)
         if entries and worker.socket is not None:
-            wire.send_frames(worker.socket, [wire.pack_tasks(entries), *frames])
+            wire.send_frames(worker.socket, wire.pack_message([wire.pack_tasks(entries), *frames]))
 
     def _drain_worker(self, worker: _Worker) -> None:
         while worker.socket is not None:
@@ -668,9 +672,10 @@ class PoolClient:
                 frames = wire.recv_frames(worker.socket, zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if frames[0].bytes[:1] != wire.RESULTS:
+            header, parts = wire.open_message(frames)
+            if header[:1] != wire.RESULTS:
                 continue
-            self._resolve(worker, wire.unpack_results(frames[0].bytes), frames, time.monotonic())
+            self._resolve(worker, wire.unpack_results(header), parts, time.monotonic())
 
     def _resolve(
         self, worker: _Worker, entries: list[tuple[int, wire.Status, int, float]], frames: list[Any], now: float
@@ -680,7 +685,7 @@ class PoolClient:
         done: list[tuple[Completion, wire.Status, list[Any]]] = []
         dispatcher = self._dispatcher
         with self._lock:
-            offset = 1
+            offset = 0
             for task_id, status, count, seconds in entries:
                 payload = frames[offset : offset + count]
                 offset += count
@@ -688,7 +693,7 @@ class PoolClient:
                     if status == wire.Status.WANT:
                         feeder = self._feeders.get(task_id)
                         if feeder is not None and payload:
-                            feeder.want(*wire.unpack_want(payload[0].bytes))
+                            feeder.want(*wire.unpack_want(payload[0]))
                         continue
                     completion = self._completions.get(task_id)
                     if completion is not None:

@@ -22,7 +22,9 @@ Data plane, client <-> worker, direct (one hop: no relay through the agent):
                                   worker may send n more (a stream is a task with many
                                   results: ITEM per yielded value, then OK or RAISED)
 Every frame costs ~10 us in pyzmq, so small parts share one frame; large buffers keep
-their own (zero-copy).
+their own (zero-copy). TASKS and RESULTS travel packed (``pack_message``): the header and
+every small frame of every task or result in one frame, each large buffer in its own.
+``open_message`` reads packed and plain messages alike.
 
 Control plane, client <-> agent (JSON, never pickle: reading one cannot run code):
     HELLO [?]  -> INFO [I, json]   once every worker is up: versions, worker endpoints
@@ -57,6 +59,7 @@ CLUSTER = b"C"
 RECALL = b"X"
 CREDIT = b"K"
 INPUT = b"P"
+PACKED = b"Z"  # a message's small frames in one (see ``pack_message``)
 
 
 class Status(IntEnum):
@@ -187,6 +190,55 @@ def decode_task(frames: Sequence[Any]) -> tuple[bytes, memoryview, list[Any]]:
 
 
 ZERO_COPY_MIN = 64 * 1024
+
+
+_OWN_FRAME = 0xFFFFFFFF  # in a pack's table: this part travels as its own frame
+
+
+def pack_message(frames: Sequence[Any]) -> list[Any]:
+    """A message's frames for the wire: one frame holding the marker, a table of part
+    sizes and every part under ``ZERO_COPY_MIN`` (the header first), then each larger
+    part as its own frame, zero-copy. A chunk of 16 trivial tasks is then 1 frame, not
+    17, and so are its 16 results: each frame cost about 2 us to send and 2 us to
+    receive on each side (pyzmq's per-frame call and ``zmq.Frame``), against 0.1 us to
+    join a small part here and 0.3 us to slice it out there. With this, a 10,000-task
+    gather on 2 Local nodes went from 38-42k to 47-53k tasks/s (the client's and the
+    workers' CPU per task fell about 15%); see bench/README.md."""
+    sizes: list[int] = []
+    small: list[Any] = [b""]
+    large: list[Any] = []
+    for frame in frames:
+        size = frame.nbytes if isinstance(frame, memoryview) else len(frame)
+        if size < ZERO_COPY_MIN:
+            sizes.append(size)
+            small.append(frame)
+        else:
+            sizes.append(_OWN_FRAME)
+            large.append(frame)
+    small[0] = PACKED + _COUNT.pack(len(sizes)) + struct.pack(f"!{len(sizes)}I", *sizes)
+    return [b"".join(small), *large]
+
+
+def open_message(frames: Sequence[Any]) -> tuple[bytes, list[Any]]:
+    """(header, the other parts) of a received message (``zmq.Frame`` objects or bytes),
+    packed (``pack_message``: small parts come back as memoryviews into its first frame)
+    or plain (one frame per part, as a hand-built message sends them)."""
+    head = frames[0]
+    first = memoryview(head.buffer if hasattr(head, "buffer") else head)
+    if first[:1] != PACKED:
+        return bytes(first), list(frames[1:])
+    (count,) = _COUNT.unpack_from(first, 1)
+    sizes = struct.unpack_from(f"!{count}I", first, 1 + _COUNT.size)
+    offset = 1 + _COUNT.size + 4 * count
+    rest = iter(frames[1:])
+    parts: list[Any] = []
+    for size in sizes:
+        if size == _OWN_FRAME:
+            parts.append(next(rest))
+        else:
+            parts.append(first[offset : offset + size])
+            offset += size
+    return bytes(parts[0]), parts[1:]
 
 
 def recv_frames(sock: Any, flags: int = 0) -> list[Any]:
