@@ -363,7 +363,7 @@ class PoolClient:
         """Queue tasks that complete together (``gather``): one BatchResult, no Future each.
         When the batch is abandoned (its first failure raised), what has not begun never does."""
         batch = BatchResult(len(payloads), on_finish)
-        ids = self._enqueue(payloads, [batch.slot(i) for i in range(len(payloads))], None)
+        ids = self._enqueue(payloads, batch.slots(), None)
         batch.on_abandon = lambda: self.abandon([ids[i] for i in batch.unfinished()])
         return batch
 

@@ -49,6 +49,10 @@ class BatchResult:
     def slot(self, index: int) -> _Slot:
         return _Slot(self, index)
 
+    def slots(self) -> list[_Slot]:
+        """Every task's slot, in order (one comprehension: no method call per task)."""
+        return [_Slot(self, index) for index in range(len(self.results))]
+
     def _finish(self, index: int, value: Any, error: BaseException | None) -> None:
         with self._lock:
             if self._finished[index]:

@@ -173,8 +173,11 @@ def dumps_arguments(fn: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
     Plain data (numbers, strings, bytes, and small tuples, lists and dicts of them) goes
     through the C pickler: same stream format, about 8x cheaper than building a
-    CloudPickler for every call (3.4 us -> 0.4 us for ``((5,), {})``)."""
-    if _is_plain((args, kwargs), 3):
+    CloudPickler for every call (3.4 us -> 0.4 us for ``((5,), {})``). The common case,
+    positional numbers and strings, is recognised without the recursive walk
+    (``_flat_scalars``: 0.18 us against 1.9 us for ``((5,), {})``, once per task of a
+    gather, on the caller's thread)."""
+    if _flat_scalars(args, kwargs) or _is_plain((args, kwargs), 3):
         return [pickle.dumps((args, kwargs), protocol=5)]
     try:
         return dumps((args, kwargs))
@@ -183,7 +186,19 @@ def dumps_arguments(fn: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
+_FLAT_SCALARS = (type(None), bool, int, float, complex, str)  # bytes: its size decides
 _PLAIN_MAX_ITEMS = 64
+
+
+def _flat_scalars(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """True for positional arguments that are all numbers, strings or None (a loop, not
+    ``all()`` over a generator: this runs once per task)."""
+    if kwargs or len(args) > _PLAIN_MAX_ITEMS:
+        return False
+    for arg in args:  # noqa: SIM110  (all() over a generator: 0.39 us, this loop 0.18 us)
+        if type(arg) not in _FLAT_SCALARS:
+            return False
+    return True
 
 
 def _is_plain(value: object, depth: int) -> bool:
