@@ -81,3 +81,48 @@ def test_the_fake_refuses_a_snapshot_or_a_tagging_body_the_real_api_would_refuse
     assert len(fake_do.violations) == 2 and "unknown snapshot action attributes" in fake_do.violations[0]
     fake_do.violations.clear()
     assert fake_do.actions == {} and fake_do.snapshots == {}
+
+
+def test_skyward_ls_lists_baked_snapshots_and_only_down_baked_deletes_them(
+    fake_do: FakeDigitalOcean, do_config: DigitalOcean
+) -> None:
+    import json
+    import time
+
+    from typer.testing import CliRunner
+
+    from skyward.baking import HOURS_PER_MONTH, BakeKey
+    from skyward.cli.app import make_app
+    from skyward_digitalocean.baking import SNAPSHOT_PRICE_GB_MONTH, DropletSnapshots
+    from skyward_digitalocean.driver import DigitalOceanDriver
+
+    droplet = fake_do.add_droplet(name="sky-0000000a-0", tags=["skyward"])
+    key = BakeKey("0123456789ab", "0123456789ab-cdef0123", skyward.__version__, "ubuntu-24-04-x64")
+    events: list[Any] = []
+    store = DropletSnapshots(
+        DigitalOceanDriver(do_config).api, "nyc1", 25, events.append,
+        poll_interval=0.02, clock=time.time, sleep=time.sleep,
+    )  # fmt: skip
+    store.create_baked(str(droplet), key, "sky-0000000a")
+    store.wait()
+    assert store.snapshot_id is not None, events
+    DigitalOceanDriver(do_config).api.delete_droplet(droplet)  # its pool is over; the snapshot outlives it
+    app, runner = make_app(configs={"digitalocean": do_config}), CliRunner()
+
+    listed = runner.invoke(app, ["ls", "--json", "-p", "digitalocean"])
+    assert listed.exit_code == 0, listed.output
+    (baked,) = [r for r in json.loads(listed.stdout)["resources"] if r["kind"] == "baked-image"]
+    assert (baked["id"], baked["pool_id"], baked["expires_at"]) == (store.snapshot_id, "baked", None)
+    monthly = fake_do.snapshot_gigabytes * SNAPSHOT_PRICE_GB_MONTH
+    assert baked["hourly_price"] == pytest.approx(monthly / HOURS_PER_MONTH)
+    assert "0123456789ab" in baked["name"] and baked["region"] == "nyc1"
+
+    assert runner.invoke(app, ["down", "--expired", "-p", "digitalocean"]).exit_code == 0
+    assert list(fake_do.snapshots) == [int(store.snapshot_id)]  # never expires: --expired leaves it
+
+    down = runner.invoke(app, ["down", "baked", "-p", "digitalocean"])
+    assert down.exit_code == 0, down.output
+    assert fake_do.snapshots == {}
+    after = json.loads(runner.invoke(app, ["ls", "--json", "-p", "digitalocean"]).stdout)["resources"]
+    assert not [r for r in after if r["kind"] == "baked-image"]
+    assert [t for t in fake_do.tags if t.startswith("skyward:")] == []  # label tags that label nothing go too

@@ -23,6 +23,7 @@ from skyward.image import BootstrapContext, Image
 
 if TYPE_CHECKING:
     from skyward.api.spec import PoolSpec
+    from skyward.cli.model import Resource
     from skyward.providers.protocol import EventSink, NodeHandle
 
 LABEL_BAKED = "skyward:baked"  # "true" on every baked image: how `skyward ls` finds them
@@ -87,6 +88,27 @@ class BakedImage:
     ready: bool
     size_gb: float | None = None
     name: str = ""
+
+
+def baked_resource(provider: str, region: str, image: BakedImage, price_gb_month: float) -> Resource:
+    """How `skyward ls` shows a baked image: under the pool id ``baked``, never expiring,
+    priced per hour from its size and the provider's monthly storage price."""
+    from skyward.cli.model import Resource, parse_time
+
+    key = image.key
+    size = f", {image.size_gb:g} GB" if image.size_gb is not None else ""
+    return Resource(
+        provider=provider,
+        region=region,
+        pool_id=BAKED_POOL,
+        kind=BAKED_IMAGE,
+        id=image.id,
+        state=("available" if image.ready else "pending") + size,
+        created=parse_time(image.created),
+        expires_at=None,
+        hourly_price=image.size_gb * price_gb_month / HOURS_PER_MONTH if image.size_gb else None,
+        name=f"Image {key.image_hash}, skyward {key.version}" if key else image.name,
+    )
 
 
 def choose_baked(candidates: Iterable[BakedImage], want: BakeKey) -> BakedImage | None:

@@ -95,11 +95,6 @@ def is_skywards(snapshot: Mapping[str, Any]) -> bool:
     return baked_tag() in (snapshot.get("tags") or ()) or str(snapshot.get("name", "")).startswith(NAME_PREFIX)
 
 
-def list_snapshots(api: DigitalOceanAPI) -> list[BakedImage]:
-    """Every baked snapshot of the account, in any region."""
-    return [as_baked(s) for s in api.droplet_snapshots() if is_skywards(s)]
-
-
 class DropletSnapshots:
     """Baked snapshots as a :class:`skyward.baking.BakeStore` for one pool: those of
     ``region`` that fit a disk of ``disk_gb``. ``create_baked`` returns once the action is
