@@ -16,8 +16,9 @@ Snapshots (``Image(bake=True)``): ``POST /v2/droplets/{id}/actions`` with
 ``POST /v2/tags/{tag}/resources``; a droplet created with ``image=<snapshot id>`` starts
 from the snapshot (the hook ``on_snapshot(droplet id, snapshot id)`` lets the harness
 copy the droplet's disk when the snapshot is taken). Deleting a droplet while its
-snapshot is in progress is refused as DigitalOcean refuses a second event on a droplet
-(422 ``Droplet already has a pending event.``), and recorded as a violation.
+snapshot is in progress is refused the way DigitalOcean refuses a second event on a
+droplet (422 ``Droplet already has a pending event.``) and recorded as a violation: the
+conservative reading, since a snapshot whose droplet is gone would be lost.
 
 Test controls: ``fail``/``slow`` (from FakeHTTPServer), ``rate_limit``, ``capacity``
 (per size and region), ``droplet_limit``, ``snapshot_delay``, ``snapshot_gigabytes``,

@@ -11,9 +11,9 @@ completes, so the labels are put on it then; until then they are on the droplet 
 copied, which is how another pool sees that this key is being baked.
 
 Snapshots bill $0.06 per GB-month of their (compressed) size until deleted
-(https://docs.digitalocean.com/products/images/snapshots/details/pricing/). Deleting the
-droplet while its snapshot is being taken is refused by DigitalOcean (the droplet has a
-pending event), so the pool waits for it before deleting node 0 (:meth:`wait`).
+(https://docs.digitalocean.com/products/images/snapshots/details/pricing/). A droplet
+runs one event at a time and a snapshot whose droplet is gone would be lost, so the pool
+waits for the snapshot before deleting node 0 (:meth:`DropletSnapshots.wait`).
 """
 
 from __future__ import annotations
