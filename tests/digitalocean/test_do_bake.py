@@ -126,3 +126,30 @@ def test_skyward_ls_lists_baked_snapshots_and_only_down_baked_deletes_them(
     after = json.loads(runner.invoke(app, ["ls", "--json", "-p", "digitalocean"]).stdout)["resources"]
     assert not [r for r in after if r["kind"] == "baked-image"]
     assert [t for t in fake_do.tags if t.startswith("skyward:")] == []  # label tags that label nothing go too
+
+
+def test_a_droplet_another_pool_is_baking_means_no_second_snapshot(
+    droplets: DropletWorld, do_config: DigitalOcean
+) -> None:
+    from skyward.baking import bake_key
+    from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
+    from skyward_digitalocean.baking import baked_tag, label_tags
+
+    fake = droplets.fake
+    image = fresh_image()
+    key = bake_key(image, cloud_bootstrap_context(), "ubuntu-24-04-x64")
+    fake.add_droplet(name="sky-0000000b-0", tags=["skyward", baked_tag(), *label_tags(key)])  # its snapshot runs
+
+    events, _, steps = start_pool(do_config, image)
+    assert "deps" in steps and fake.actions == {}
+    assert any(isinstance(e, Notice) and "another pool is baking this Image" in e.message for e in events)
+
+
+def test_a_refused_snapshot_is_a_notice_and_the_pool_works_on(droplets: DropletWorld, do_config: DigitalOcean) -> None:
+    fake = droplets.fake
+    fake.fail("POST", r"/v2/droplets/\d+/actions", 422, {"id": "unprocessable_entity", "message": "snapshot limit"})
+    events, droplet, _ = start_pool(do_config, fresh_image())
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert any(m.startswith(f"could not bake an image from {droplet}") and "snapshot limit" in m for m in notices)
+    assert fake.snapshots == {} and fake.droplets[int(droplet)].status == "deleted"
+    assert not [t for t in fake.droplets[int(droplet)].tags if t.startswith("skyward:")]  # not marked as being baked

@@ -141,19 +141,25 @@ class DropletSnapshots:
         return found
 
     def create_baked(self, instance_id: str, key: BakeKey, pool_id: str) -> BakedImage:
-        """Label the droplet (another pool sees the bake under way), start the snapshot
-        action, and a thread that labels the snapshot once it completes."""
+        """Start the snapshot action and a thread that labels the snapshot once it
+        completes; then label the droplet, so that another pool sees the bake under way
+        (a droplet that could not be labelled only lets another pool bake too)."""
+        from skyward.events import Notice
+
         name = f"{NAME_PREFIX}{key.image_hash}-{key.env_key[-8:]}-{pool_id}"
         tags = list(dict.fromkeys([baked_tag(), *label_tags(key)]))
-        for tag in tags:
-            self.api.create_tag(tag)
-            self.api.tag_resources(tag, "droplet", [instance_id])
         action = self.api.snapshot_droplet(int(instance_id), name)
         self.droplet_id = int(instance_id)
         self._thread = threading.Thread(
             target=self._finish, args=(int(action["id"]), instance_id, name, tags), name="skyward-bake", daemon=True
         )
         self._thread.start()
+        try:
+            for tag in tags:
+                self.api.create_tag(tag)
+                self.api.tag_resources(tag, "droplet", [instance_id])
+        except DigitalOceanAPIError as error:
+            self.emit(Notice(message=f"could not label droplet {instance_id} as being baked: {error}"))
         return BakedImage(id=name, key=key, created="", ready=False, name=name)
 
     def _finish(self, action_id: int, droplet_id: str, name: str, tags: list[str]) -> None:
