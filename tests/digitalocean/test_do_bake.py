@@ -65,6 +65,19 @@ def test_a_snapshot_of_another_skyward_version_is_never_used(droplets: DropletWo
     assert versions == sorted(["0.0.0", skyward.__version__])  # a fresh bake replaces the stale one's use
 
 
+def test_a_snapshot_in_another_region_is_never_used(droplets: DropletWorld, do_config: DigitalOcean) -> None:
+    fake = droplets.fake
+    image = fresh_image()
+    start_pool(do_config, image)
+    (elsewhere,) = _snapshots(fake, image)
+    with fake.lock:
+        elsewhere.region = "atl1"  # as if baked by a pool in Atlanta: droplets in tor1 cannot start from it
+
+    _, second, steps = start_pool(do_config, image)
+    assert fake.droplets[int(second)].image == "ubuntu-24-04-x64" and "baked" not in steps
+    assert sorted(s.region for s in _snapshots(fake, image)) == ["atl1", "tor1"]
+
+
 def test_the_fake_refuses_a_snapshot_or_a_tagging_body_the_real_api_would_refuse(
     fake_do: FakeDigitalOcean, do_config: DigitalOcean
 ) -> None:
@@ -116,6 +129,9 @@ def test_skyward_ls_lists_baked_snapshots_and_only_down_baked_deletes_them(
     monthly = fake_do.snapshot_gigabytes * SNAPSHOT_PRICE_GB_MONTH
     assert baked["hourly_price"] == pytest.approx(monthly / HOURS_PER_MONTH)
     assert "0123456789ab" in baked["name"] and baked["region"] == "nyc1"
+
+    private = DigitalOceanDriver(do_config).api._client.images.list(private=True)["images"]
+    assert [(i["id"], i["type"], i["public"]) for i in private] == [(int(store.snapshot_id), "snapshot", False)]
 
     assert runner.invoke(app, ["down", "--expired", "-p", "digitalocean"]).exit_code == 0
     assert list(fake_do.snapshots) == [int(store.snapshot_id)]  # never expires: --expired leaves it
