@@ -29,6 +29,7 @@ def test_a_snapshot_is_baked_once_and_the_next_pool_starts_from_it_skipping_the_
     droplets: DropletWorld, do_config: DigitalOcean
 ) -> None:
     fake = droplets.fake
+    fake.snapshot_delay = 2.0  # still in progress when the pool closes: the close waits for it
     image = fresh_image()
     events, first, steps = start_pool(do_config, image)
     assert ENVIRONMENT_STEPS & set(steps) and "baked" not in steps
