@@ -123,8 +123,7 @@ class DropletSnapshots:
         self._clock = clock
         self._sleep = sleep
         self._thread: threading.Thread | None = None
-        self.droplet_id: int | None = None  # the droplet being copied
-        self.snapshot_id: str | None = None  # what it became, once labelled
+        self.snapshot_id: str | None = None  # what this pool baked, once labelled
 
     def list_baked(self) -> list[BakedImage]:
         """This region's baked snapshots a droplet of this size can start from, then
@@ -149,7 +148,6 @@ class DropletSnapshots:
         name = f"{NAME_PREFIX}{key.image_hash}-{key.env_key[-8:]}-{pool_id}"
         tags = list(dict.fromkeys([baked_tag(), *label_tags(key)]))
         action = self.api.snapshot_droplet(int(instance_id), name)
-        self.droplet_id = int(instance_id)
         self._thread = threading.Thread(
             target=self._finish, args=(int(action["id"]), instance_id, name, tags), name="skyward-bake", daemon=True
         )

@@ -5,8 +5,10 @@ supplies: reaping earlier pools' droplets, the smallest size that fits (``choose
 the pool's shared pieces (its tag, a cloud firewall admitting the node ports from the
 client's address only and everything between the pool's own droplets, a throwaway SSH
 key), creating one droplet, describing droplets by the pool's tag, deleting them (a
-powered-off droplet still bills). DigitalOcean has no spot market and mounts no volumes:
-the pool's common rules handle ``spot=`` and ``volume=``.
+powered-off droplet still bills), and for ``Image(bake=True)`` a droplet snapshot to
+start later pools from (skyward_digitalocean.baking, the flow skyward.baking.Bakery).
+DigitalOcean has no spot market and mounts no volumes: the pool's common rules handle
+``spot=`` and ``volume=``.
 """
 
 from __future__ import annotations
