@@ -82,3 +82,11 @@ def test_any_message_reads_back_as_it_was_sent(header: bytes, sizes: list[int], 
     got_header, got_parts = wire.open_message(physical)
     assert got_header == header
     assert [bytes(p) for p in got_parts] == parts
+
+
+def test_a_pack_whose_table_does_not_match_its_frames_is_refused() -> None:
+    physical = wire.pack_message([b"R", b"a", b"b", b"x" * wire.ZERO_COPY_MIN])
+    with pytest.raises(ValueError, match="does not match"):
+        wire.open_message(physical[:1])  # its large part missing
+    with pytest.raises(ValueError, match="does not match"):
+        wire.open_message([physical[0][:-1], *physical[1:]])  # cut short

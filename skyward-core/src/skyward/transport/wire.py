@@ -246,6 +246,8 @@ def open_message(frames: Sequence[Any]) -> tuple[bytes, list[Any]]:
     (count,) = _COUNT.unpack_from(first, 1)
     sizes = _table(count).unpack_from(first, 1 + _COUNT.size)
     offset = 1 + _COUNT.size + 4 * count
+    if sizes.count(_OWN_FRAME) != len(frames) - 1 or offset + sum(s for s in sizes if s != _OWN_FRAME) != len(first):
+        raise ValueError("a packed message whose table does not match its frames")
     rest = iter(frames[1:])
     parts: list[Any] = []
     for size in sizes:
