@@ -73,3 +73,11 @@ def test_a_callable_that_cannot_be_weakly_referenced_is_answered_every_time() ->
     assert inputs.stream_parameters(len) == ()
     assert inputs.stream_parameters(streams) == ("a",)
     assert inputs.stream_parameters(len) == ()
+
+
+@given(value=_values)
+def test_a_plain_result_is_the_same_bytes_as_by_cloudpickle(value: Any) -> None:
+    """The worker's C-pickler shortcut for results: the client reads the same bytes."""
+    if serialize._is_plain(value, 3):
+        assert serialize.dumps_result(value) == serialize._dumps_by_cloudpickle(value)
+    assert serialize.loads(serialize.dumps_result(value)) == value

@@ -38,7 +38,18 @@ def dumps_result(obj: object) -> list[Frame]:
     """A worker's result (or exception), for the client to read. Like ``dumps``, except
     that a dataclass or exception class that came from the user's own code (defined in a
     module this node cannot import: it arrived by value) is named, not sent by value, so
-    the client rebuilds it from its own module, and safe mode can allow it by name."""
+    the client rebuilds it from its own module, and safe mode can allow it by name.
+
+    Plain data (see ``_is_plain``) goes through the C pickler, the same bytes for a
+    fraction of the cost: 0.3 us against 2.0 us for an int, once per task on the worker.
+    In a gather of 10,000 trivial tasks on 2 Local nodes the node processes' CPU per task
+    went from 12.3-12.6 us to 9.9-10.0 us (``bench/gather_cpu.py``, alternating)."""
+    if type(obj) in _FLAT_SCALARS or _is_plain(obj, 3):
+        return [pickle.dumps(obj, protocol=5)]
+    return _dumps_by_cloudpickle(obj)
+
+
+def _dumps_by_cloudpickle(obj: object) -> list[Frame]:
     buffers: list[pickle.PickleBuffer] = []
     with io.BytesIO() as out:
         _ResultPickler(out, protocol=5, buffer_callback=buffers.append).dump(_lift_bytes(obj, _LIFT_DEPTH))
@@ -47,10 +58,8 @@ def dumps_result(obj: object) -> list[Frame]:
 
 
 def dumps_value(obj: object) -> list[Frame]:
-    """A value a stream yielded: ``dumps_result``, with plain data (see ``_is_plain``)
-    through the C pickler, as arguments do (a stream may send a million of them)."""
-    if _is_plain(obj, 3):
-        return [pickle.dumps(obj, protocol=5)]
+    """A value a stream yielded: ``dumps_result`` (plain data through the C pickler, as
+    arguments do: a stream may send a million of them)."""
     return dumps_result(obj)
 
 
