@@ -155,6 +155,7 @@ class CloudProvider(Provider[CS]):
         self._deleted: set[str] = set()
         self._creating = False  # a create was sent: teardown must sweep for lost answers
         self._port_maps: dict[str, dict[int, int]] = {}  # instance id -> container port -> host port
+        self._context: BootstrapContext | None = None  # what every node installs: made once per pool
 
     # -- the verbs a driver supplies ------------------------------------------------------
 
@@ -229,7 +230,9 @@ class CloudProvider(Provider[CS]):
         return f"tcp://{instance.ip}:{instance.ports.get(port, port)}"
 
     def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
-        context = cloud_bootstrap_context()
+        if self._context is None:
+            self._context = cloud_bootstrap_context()  # builds the checkout's wheels if needed
+        context = self._context
         if market is Market.SPOT and isinstance(self, InterruptionNotices):
             from skyward.agent.notices import notices_dir
 
