@@ -47,7 +47,8 @@ class ShelfDriver(MarketplaceProvider[Shelf]):
     def read(self, raw: Mapping[str, Any]) -> tuple[str, dict[int, int], str]:
         return str(raw.get("host") or ""), dict(raw.get("ports") or {}), str(raw["status"])
 
-    def state(self, raw: Mapping[str, Any], mapped: bool) -> InstanceState:
+    @staticmethod
+    def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
         if raw["status"] == "stopped":
             return InstanceState.STOPPED
         return InstanceState.RUNNING if raw["status"] == "up" and mapped else InstanceState.PENDING

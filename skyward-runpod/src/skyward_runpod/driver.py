@@ -60,6 +60,7 @@ class RunPodDriver(MarketplaceProvider[RunPod]):
     name = PROVIDER
     instance_noun = "pod"
     label_key = "name"
+    state_of = staticmethod(state_of)
     removal_hint = "terminate them with `runpodctl remove pod <id>`"
 
     def __init__(
@@ -86,9 +87,6 @@ class RunPodDriver(MarketplaceProvider[RunPod]):
     def read(self, raw: Mapping[str, Any]) -> tuple[str, dict[int, int], str]:
         host, mapping = ports_of(raw)
         return host, mapping, str(raw.get("desiredStatus") or "")
-
-    def state(self, raw: Mapping[str, Any], mapped: bool) -> InstanceState:
-        return state_of(raw, mapped)
 
     def remove(self, instance_id: str) -> None:
         self.api.terminate(instance_id)

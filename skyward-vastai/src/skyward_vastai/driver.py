@@ -63,6 +63,7 @@ def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
 class VastAIDriver(MarketplaceProvider[VastAI]):
     name = PROVIDER
     label_key = "label"
+    state_of = staticmethod(state_of)
     removal_hint = "destroy them with `vastai destroy instance <id>`"
 
     def __init__(
@@ -92,9 +93,6 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
 
     def read(self, raw: Mapping[str, Any]) -> tuple[str, dict[int, int], str]:
         return str(raw.get("public_ipaddr") or "").strip(), ports_of(raw), str(raw.get("actual_status") or "")
-
-    def state(self, raw: Mapping[str, Any], mapped: bool) -> InstanceState:
-        return state_of(raw, mapped)
 
     def remove(self, instance_id: str) -> None:
         self.api.destroy(instance_id)

@@ -6,7 +6,7 @@ mapping and status from that listing; both find a pool's containers by the one l
 delete one container per call, sweep earlier pools' leftovers at a pool's start, and
 sell interruptible capacity that is asked for, never the default. A driver supplies how
 its API lists, reads and deletes a container (:meth:`MarketplaceProvider.containers`,
-:meth:`~MarketplaceProvider.read`, :meth:`~MarketplaceProvider.state`,
+:meth:`~MarketplaceProvider.read`, :attr:`~MarketplaceProvider.state_of`,
 :meth:`~MarketplaceProvider.remove`, :meth:`~MarketplaceProvider.reap_leftovers`);
 the verbs the template needs from them (``describe``, ``delete``, ``listed``, ``reap``,
 ``instance_name``, ``cleanup_hint``) are written once here. The two drivers had each
@@ -53,15 +53,17 @@ class MarketplaceProvider(SpotCloudProvider[CS], PortMappedCloudProvider[CS]):
         """Every container of the account, as the API lists them (one call)."""
         raise NotImplementedError(f"{type(self).__name__}.containers")
 
+    @staticmethod
+    def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
+        """A listed container's state (a pure function of the listing: the reapers read it
+        too); ``mapped``: the container has an address and the agent's port is mapped (it
+        is running for the pool only then)."""
+        raise NotImplementedError("state_of")
+
     def read(self, raw: Mapping[str, Any]) -> tuple[str, dict[int, int], str]:
         """A listed container's public address (``""``: none yet), its port mapping
         (container port -> host port) and the API's word for its status."""
         raise NotImplementedError(f"{type(self).__name__}.read")
-
-    def state(self, raw: Mapping[str, Any], mapped: bool) -> InstanceState:
-        """A listed container's state; ``mapped``: it has an address and the agent's port
-        is mapped (a container is running for the pool only then)."""
-        raise NotImplementedError(f"{type(self).__name__}.state")
 
     def remove(self, instance_id: str) -> None:
         """Delete one container (never merely stop it); one already gone is done."""
@@ -97,7 +99,7 @@ class MarketplaceProvider(SpotCloudProvider[CS], PortMappedCloudProvider[CS]):
             if ident not in wanted:
                 continue
             host, mapping, status = self.read(raw)
-            state = self.state(raw, bool(host) and self.config.agent_port in mapping)
+            state = self.state_of(raw, bool(host) and self.config.agent_port in mapping)
             found[ident] = Instance(ident, state, ip=host or None, status=status, ports=mapping)
         return found
 
