@@ -7,14 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from fakes.digitalocean import FakeDigitalOcean
-from providers_support import World, finish, make_spec, run
+from providers_support import World, client_script, finish, make_spec, run
 from providers_support import emulate as emulate_on
 
 from skyward_digitalocean.naming import COMMON_TAG
 
-__all__ = ["DropletWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
+__all__ = ["CLIENT", "DropletWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
 
 DropletWorld = World[FakeDigitalOcean]
+
+CLIENT = client_script("skyward_digitalocean", "DigitalOcean", 'region="tor1", api_url=sys.argv[1], ')
+"""A client that opens a one-node pool on the fake DigitalOcean and waits to be killed."""
 
 
 def nothing_left(fake: FakeDigitalOcean) -> dict[str, list[str]]:

@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fakes.verda import FakeVerda
-from providers_support import World, finish, make_spec, run
+from providers_support import World, client_script, finish, make_spec, run
 from providers_support import emulate as emulate_on
 
-__all__ = ["InstanceWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
+__all__ = ["CLIENT", "InstanceWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
 
 InstanceWorld = World[FakeVerda]
+
+CLIENT = client_script("skyward_verda", "Verda", 'api_url=sys.argv[1] + "/v1", ')
+"""A client that opens a one-node pool on the fake Verda and waits to be killed."""
 
 
 def nothing_left(fake: FakeVerda) -> dict[str, list[str]]:
