@@ -13,13 +13,13 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote
 
 import requests
 
 from skyward.errors import ProvisioningError
-from skyward.providers.cloud.http import BearerSession, HTTPStatusError, classify
+from skyward.providers.cloud.http import BearerSession, HTTPStatusError, Options, classify
 from skyward.providers.cloud.http import check_api_url as check_url
 from skyward.providers.cloud.retry import Backoff, call_with_retry
 from skyward_verda.config import Verda
@@ -187,18 +187,9 @@ class VerdaAPI:
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _request(
-        self,
-        action: str,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        ok: Sequence[int] = (200, 201, 202, 204),
-    ) -> requests.Response:
+    def _request(self, action: str, method: str, path: str, **options: Unpack[Options]) -> requests.Response:
         try:
-            return self._http.send(method, path, params=params, body=body, ok=ok)
+            return self._http.send(method, path, **options)
         except HTTPStatusError as exc:
             raise _error_of(action, exc.response)
         except requests.RequestException as exc:

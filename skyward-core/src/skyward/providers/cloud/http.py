@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import requests
@@ -28,6 +28,18 @@ from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
 from skyward.providers.cloud.settings import CloudSettings
 
 JSON = Any  # what json.loads returns
+
+ACCEPTED = (200, 201, 202, 204)
+"""The statuses a call accepts unless it names its own ``ok``."""
+
+
+class Options(TypedDict, total=False):
+    """What a call may add to its method and path (one declaration for every client)."""
+
+    params: Mapping[str, Any] | None  # the query string
+    body: JSON  # sent as JSON
+    ok: Sequence[int]  # the statuses accepted (default: ACCEPTED); any other is an error
+    retry_as: str | None  # the method whose retry rules apply (default: the call's own)
 
 
 class APIError(ProvisioningError):
@@ -137,27 +149,18 @@ class BearerSession:
     def close(self) -> None:
         self.session.close()
 
-    def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: JSON = None,
-        ok: Sequence[int] = (200, 201, 202, 204),
-        retry_as: str | None = None,
-    ) -> requests.Response:
-        """The answer, once its status is one of ``ok``; after the retries, the last
+    def send(self, method: str, path: str, **options: Unpack[Options]) -> requests.Response:
+        """The answer, once its status is accepted; after the retries, the last
         :class:`HTTPStatusError` or ``requests.RequestException`` (for the client to name).
-        ``retry_as`` is the method whose retry rules apply (a GraphQL read is a POST that
-        may be repeated like a GET); ``method`` by default."""
+        ``retry_as`` serves a GraphQL read: a POST that may be repeated like a GET."""
+        ok = options.get("ok", ACCEPTED)
 
         def attempt(token: str) -> requests.Response:
             return self.session.request(
                 method,
                 f"{self.base_url}{path}",
-                params=params,
-                json=body,
+                params=options.get("params"),
+                json=options.get("body"),
                 timeout=self._timeout,
                 headers={"Authorization": f"Bearer {token}", "User-Agent": self._user_agent},
             )
@@ -171,9 +174,8 @@ class BearerSession:
                 raise HTTPStatusError(response)
             return response
 
-        return call_with_retry(
-            once, method=retry_as or method, classify=classify, backoff=self._backoff, sleep=self._sleep
-        )
+        retry_as = options.get("retry_as") or method
+        return call_with_retry(once, method=retry_as, classify=classify, backoff=self._backoff, sleep=self._sleep)
 
 
 class JsonAPI:
@@ -217,22 +219,10 @@ class JsonAPI:
     def close(self) -> None:
         self._http.close()
 
-    def call(
-        self,
-        action: str,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: JSON = None,
-        ok: Sequence[int] = (200, 201, 202, 204),
-        retry_as: str | None = None,
-    ) -> JSON:
-        """The answer's JSON (None when empty); an :class:`APIError` after the retries.
-        ``retry_as`` is the method whose retry rules apply (a GraphQL read is a POST that
-        may be repeated like a GET); ``method`` by default."""
+    def call(self, action: str, method: str, path: str, **options: Unpack[Options]) -> JSON:
+        """The answer's JSON (None when empty); an :class:`APIError` after the retries."""
         try:
-            response = self._http.send(method, path, params=params, body=body, ok=ok, retry_as=retry_as)
+            response = self._http.send(method, path, **options)
         except HTTPStatusError as exc:
             raise APIError(self.provider, action, exc.response.status_code, _message(exc.response)) from None
         except requests.RequestException as exc:
