@@ -1,7 +1,12 @@
 """What the container marketplace tests share (tests/runpod, tests/vastai, tests/marketplaces).
 
 RunPod and VastAI are tested the same way: a fake API served on loopback, emulated
-containers behind a port mapping, the key in the environment. The fixtures here (``fake``,
+containers behind a port mapping, the key in the environment. Tests marked ``cloud`` run
+only inside a network namespace where only loopback is up::
+
+    unshare --net -- sh -c 'ip link set lo up && \\
+        SKYWARD_TEST_NETNS=1 .venv/bin/python -m pytest tests/runpod tests/vastai tests/marketplaces -m cloud'
+ The fixtures here (``fake``,
 ``config``, ``world``, ``market``) are written once; each folder's conftest imports them
 and says which marketplace it is with a ``market_type`` fixture (tests/marketplaces
 parametrizes it over both, so one test there runs against each real fake server).
@@ -170,6 +175,16 @@ def leftovers(market: Marketplace[Any]) -> tuple[object, object, object, object]
 def isolated(folder: str) -> Callable[[pytest.Item], None]:
     """A conftest's ``pytest_runtest_setup``: cloud tests run only in an isolated namespace."""
     return lambda item: fail_cloud_test_outside_isolation(item, folder)
+
+
+def for_market(kind: type[Marketplace[Any]]) -> tuple[Any, Callable[[pytest.Item], None]]:
+    """A provider folder's conftest: its ``market_type`` fixture and ``pytest_runtest_setup``."""
+
+    @pytest.fixture(name="market_type")
+    def market_type() -> type[Marketplace[Any]]:
+        return kind
+
+    return market_type, isolated(kind.name)
 
 
 # -- the fixtures (a conftest imports them and defines ``market_type``) -----------------------

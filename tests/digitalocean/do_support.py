@@ -19,9 +19,6 @@ __all__ = ["CLIENT", "DropletWorld", "emulate", "finish", "make_spec", "nothing_
 
 DropletWorld = World[FakeDigitalOcean]
 
-CLIENT = client_script("skyward_digitalocean", "DigitalOcean", 'region="tor1", api_url=sys.argv[1], ')
-"""A client that opens a one-node pool on the fake DigitalOcean and waits to be killed."""
-
 
 def nothing_left(fake: FakeDigitalOcean) -> dict[str, list[str]]:
     live = fake.live()
@@ -63,3 +60,7 @@ def _copy_disks_on_snapshots(fake: FakeDigitalOcean, world: DropletWorld) -> Non
 
 def _home(directory: Path) -> Path:
     return directory / "home" / ".skyward"
+
+
+CLIENT = client_script("skyward_digitalocean", "DigitalOcean", 'region="tor1", api_url=sys.argv[1], ')
+"""A client that opens a one-node pool on the fake DigitalOcean and waits to be killed."""

@@ -14,9 +14,6 @@ __all__ = ["CLIENT", "InstanceWorld", "emulate", "finish", "make_spec", "nothing
 
 InstanceWorld = World[FakeVerda]
 
-CLIENT = client_script("skyward_verda", "Verda", 'api_url=sys.argv[1] + "/v1", ')
-"""A client that opens a one-node pool on the fake Verda and waits to be killed."""
-
 
 def nothing_left(fake: FakeVerda) -> dict[str, list[str]]:
     return {k: v for k, v in fake.live().items() if v}
@@ -25,3 +22,7 @@ def nothing_left(fake: FakeVerda) -> dict[str, list[str]]:
 def emulate(fake: FakeVerda, *, shutdown_time_scale: float = 1.0) -> Iterator[InstanceWorld]:
     # An instance that powers itself off stays, offline (and with its disk, still billed).
     yield from emulate_on(fake, fake.shut_down, shutdown_time_scale=shutdown_time_scale)
+
+
+CLIENT = client_script("skyward_verda", "Verda", 'api_url=sys.argv[1] + "/v1", ')
+"""A client that opens a one-node pool on the fake Verda and waits to be killed."""
