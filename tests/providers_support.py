@@ -6,6 +6,7 @@ tests/ on the path. Each provider's ``*_support`` module binds these to its fake
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import pytest
 from fakes.http import FakeCloud
 from harness.netns import isolation_problem
 
+import skyward
+from skyward import compute, gather
 from skyward.errors import ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.protocol import ProviderDriver
@@ -268,11 +271,17 @@ def wait_until(done: Callable[[], bool], timeout: float, interval: float = 0.1) 
         time.sleep(interval)
 
 
-def check_every_operator(pool: Any, where: Any) -> None:
-    """``>>``, ``@`` and ``gather`` on a two-node ``pool``; ``where(x)`` is a compute
-    function returning ``(x * x, its agent's bind host, its node, the node count)``: each
-    node's agent answers at its own machine's address."""
-    from skyward import gather
+@compute
+def where(x: int) -> tuple[int, str, int, int]:
+    """``x * x``, the agent's bind host, the node and the node count (this module is not an
+    installed distribution: the function travels to the nodes by value)."""
+    info = skyward.instance_info()
+    return x * x, os.environ.get("SKYWARD_BIND_HOST", ""), info.node, info.total_nodes
+
+
+def check_every_operator(pool: Any) -> None:
+    """``>>``, ``@`` and ``gather`` of :func:`where` on a two-node ``pool``: each node's
+    agent answers at its own machine's address."""
 
     first = where(3) >> pool
     assert first[0] == 9 and first[3] == 2
@@ -302,3 +311,18 @@ def check_all_deleted(
     assert nothing_left() == {}
     assert world.fake.violations == []
     assert all(machine(i).history[-1] == "deleted" for i in ids)  # whether or not it stopped first
+
+
+def check_a_half_made_pool_leaves_nothing(
+    config: Any, failure: str, machines: Callable[[], Mapping[Any, Any]], nothing_left: Callable[[], Mapping[str, Any]]
+) -> None:
+    """A two-node pool whose second create fails (the test set that up) raises ``failure``,
+    and the one machine made (``machines()``: the fake's records) is deleted with the rest."""
+    from skyward import ComputePool
+
+    with pytest.raises(ProvisioningError, match=failure):
+        with ComputePool(provider=config, nodes=2, display="quiet"):
+            pass
+    made = list(machines().values())
+    assert len(made) == 1 and all(m.status == "deleted" for m in made)
+    assert nothing_left() == {}

@@ -26,10 +26,8 @@ pytestmark = pytest.mark.cloud
 
 
 def test_a_pool_of_two_droplets_and_nothing_left_after(fake_do: FakeDigitalOcean, do_config: DigitalOcean) -> None:
-    spec = make_spec(do_config, nodes=2, accelerator="H100")
-    driver = DigitalOceanDriver(do_config)
-    events: list[Any] = []
-    with launched(driver, spec, events) as nodes:
+    spec, events = make_spec(do_config, nodes=2, accelerator="H100"), []
+    with launched(DigitalOceanDriver(do_config), spec, events) as nodes:
         assert [n.node for n in nodes] == [0, 1]
         droplets = [fake_do.droplets[int(n.instance_id)] for n in nodes]
         for node, droplet in zip(nodes, droplets, strict=True):

@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import os
 
+import providers_support as shared
 import pytest
 from do_support import CLIENT, DropletWorld, emulate, nothing_left
 from fakes.digitalocean import FakeDigitalOcean
-from providers_support import check_all_deleted, check_every_operator, vanish_client, wait_until
+from providers_support import vanish_client, wait_until
 
 import skyward
 from skyward import ComputePool, compute
-from skyward.errors import ProvisioningError
 from skyward_digitalocean import DigitalOcean
 
 pytestmark = pytest.mark.cloud
-
-
-@compute
-def where(x: int) -> tuple[int, str, int, int]:
-    info = skyward.instance_info()
-    return x * x, os.environ.get("SKYWARD_BIND_HOST", ""), info.node, info.total_nodes
 
 
 def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld, do_config: DigitalOcean) -> None:
@@ -35,19 +29,16 @@ def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld,
         user_data = [fake.droplets[int(i)].user_data for i in ids]
         assert all("# Skyward bootstrap for image" in u and "-m skyward.agent" in u for u in user_data)
         assert not any(fake.token in u for u in user_data)
-        check_every_operator(pool, where)
+        shared.check_every_operator(pool)
         assert all(fake.droplets[int(i)].status == "active" for i in ids)
-    check_all_deleted(droplets, seen, ids, lambda i: fake.droplets[int(i)], lambda: nothing_left(fake))
+    shared.check_all_deleted(droplets, seen, ids, lambda i: fake.droplets[int(i)], lambda: nothing_left(fake))
 
 
 def test_a_pool_that_fails_halfway_leaves_nothing(droplets: DropletWorld, do_config: DigitalOcean) -> None:
     fake = droplets.fake
     fake.capacity[("s-1vcpu-1gb", "tor1")] = 1
-    with pytest.raises(ProvisioningError, match="no capacity for s-1vcpu-1gb in tor1"):
-        with ComputePool(provider=do_config, nodes=2, display="quiet"):
-            pass
-    assert len(fake.droplets) == 1 and all(d.status == "deleted" for d in fake.droplets.values())
-    assert nothing_left(fake) == {}
+    failure = "no capacity for s-1vcpu-1gb in tor1"
+    shared.check_a_half_made_pool_leaves_nothing(do_config, failure, lambda: fake.droplets, lambda: nothing_left(fake))
 
 
 @pytest.mark.slow
@@ -73,7 +64,7 @@ def test_a_vanished_client_leaves_a_billed_droplet_that_the_next_pool_deletes(
         assert not world.harness.is_running(droplet_id)
         # the next pool from this account deletes it before it makes anything
         with ComputePool(provider=do_config, nodes=1, display="quiet") as pool:
-            assert (where(4) >> pool)[0] == 16
+            assert (shared.where(4) >> pool)[0] == 16
             assert droplet.status == "deleted"
         assert droplet.history == ["new", "active", "off", "deleted"]
         # its firewall and key (free) go once its pool's expiry has passed

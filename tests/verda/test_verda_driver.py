@@ -28,9 +28,8 @@ pytestmark = pytest.mark.cloud
 
 def test_a_pool_of_two_and_nothing_left_after(fake_verda: FakeVerda, verda_config: Verda) -> None:
     spec = make_spec(verda_config, nodes=2, accelerator="H100")
-    driver = VerdaDriver(verda_config)
     events: list[Any] = []
-    with launched(driver, spec, events) as nodes:
+    with launched(VerdaDriver(verda_config), spec, events) as nodes:
         instances = [fake_verda.instances[n.instance_id] for n in nodes]
         assert [n.node for n in nodes] == [0, 1]
         for node, instance in zip(nodes, instances, strict=True):
