@@ -243,3 +243,16 @@ def test_the_reaper_on_its_own(fake_do: FakeDigitalOcean, do_config: DigitalOcea
     result = reap(do_config)
     assert [d[0] for d in result.droplets] == [gone] and result.failures == ()
     assert fake_do.droplets[gone].status == "deleted"
+
+
+def test_a_leftover_the_reaper_cannot_delete_is_named_like_one_it_deleted(
+    fake_do: FakeDigitalOcean, do_config: DigitalOcean
+) -> None:
+    from skyward_digitalocean import reap
+
+    stuck = fake_do.add_droplet(name="sky-0000000e-0", tags=[COMMON_TAG, pool_tag("sky-0000000e", 10**9)])
+    fake_do.fail("DELETE", rf"/v2/droplets/{stuck}", 422, {"id": "unprocessable_entity", "message": "locked"})
+    result = reap(do_config)
+    assert result.droplets == ()
+    assert [f.split(": ")[0] for f in result.failures] == [f"droplet sky-0000000e-0 ({stuck})"]  # name, then id
+    assert fake_do.droplets[stuck].status != "deleted"  # tried again by the next reaper
