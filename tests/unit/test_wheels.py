@@ -265,3 +265,25 @@ def test_building_this_checkouts_wheels_is_cached_by_their_sources(tmp_path: Pat
     with zipfile.ZipFile(wheel.path) as archive:
         assert "skyward/wheels/stage.py" in archive.namelist()
     assert local_source_digest(core) in wheel.path.parent.name
+
+
+def test_a_released_skyward_still_installs_from_the_index_and_no_stage_runs() -> None:
+    context = BootstrapContext(skyward_requirement="skyward-core==1.2.0", pinned=("cloudpickle==3.1.3",))
+    script = skyward.Image().bootstrap(0, context=dataclasses.replace(context, agent_env={ENV_VAR: "{}"}))
+    assert "skyward-core==1.2.0" in script
+    assert "wheel_stage.py" not in script and "AGENT_CONFIG" not in script.replace("SKYWARD_AGENT_CONFIG_END", "")
+
+
+def test_wheels_without_the_agents_config_are_refused_when_the_script_is_made() -> None:
+    context = BootstrapContext(wheels=(_wheel("skyward-core"),))
+    with pytest.raises(ValueError, match="needs the agent's config"):
+        skyward.Image().bootstrap(0, context=context)
+
+
+@given(st.lists(st.binary(max_size=8), max_size=4), st.lists(st.binary(max_size=8), max_size=4))
+def test_the_stage_accepts_exactly_the_bytes_whose_digests_it_was_given(
+    planned: list[bytes], arrived: list[bytes]
+) -> None:
+    expected = {hashlib.sha256(b).hexdigest(): f"w{i}.whl" for i, b in enumerate(planned)}
+    same = sorted(hashlib.sha256(b).hexdigest() for b in arrived) == sorted(expected)
+    assert (stage.check(expected, arrived) == "") == same
