@@ -25,26 +25,29 @@ def train(epochs: int) -> tuple[int, float, list[float]]:
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, TensorDataset
 
+    # nccl moves CUDA tensors only: with it, this worker's GPU (set by distributed.torch)
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
     # the same synthetic data on every worker: y = x @ w + noise
     torch.manual_seed(0)
     x = torch.randn(2048, 8)
     true_w = torch.arange(1.0, 9.0).unsqueeze(1)
     y = x @ true_w + 0.1 * torch.randn(2048, 1)
-    dataset = TensorDataset(x, y)
+    dataset = TensorDataset(x.to(device), y.to(device))
     sampler = sky.DistributedSampler(dataset, shuffle=True)  # this worker's half
     loader = DataLoader(dataset, batch_size=64, sampler=sampler)
 
-    model = DistributedDataParallel(torch.nn.Linear(8, 1))
+    model = DistributedDataParallel(torch.nn.Linear(8, 1).to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
-        total = torch.zeros(2)
+        total = torch.zeros(2, device=device)
         for bx, by in loader:
             loss = torch.nn.functional.mse_loss(model(bx), by)
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
-            total += torch.tensor([loss.item() * len(bx), len(bx)])
+            total += torch.tensor([loss.item() * len(bx), len(bx)], device=device)
         dist.all_reduce(total)  # the epoch's loss over every worker's samples
         if dist.get_rank() == 0:
             print(f"epoch {epoch}: loss {(total[0] / total[1]).item():.4f}")

@@ -14,6 +14,7 @@ import skyward as sky
 from skyward import distributed
 from skyward.distributed.backends import FrameworkNotInstalledError
 from skyward.errors import ConfigurationError
+from skyward.providers.local_gpus import detect_gpus, identify_gpu
 
 torch = pytest.importorskip("torch")
 
@@ -234,7 +235,6 @@ def test_missing_torch_on_the_node_names_the_package_and_the_image(pool2: sky.Co
     assert "Image(pip=['torch'])" in message
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this node has a GPU: nccl would be valid here")
 def test_nccl_on_a_node_without_gpu_fails_clearly(pool2: sky.ComputePool) -> None:
     with pytest.raises(ConfigurationError, match=r"backend='nccl'\) needs an NVIDIA GPU.*use backend='gloo'"):
         call_nccl_on_cpu_node() >> pool2
@@ -251,11 +251,36 @@ def nccl_sum() -> float:
     return float(value.item())
 
 
+def _local_gpu_model() -> str | None:
+    """The catalog model of this machine's first NVIDIA GPU (``"H100"``), None without one."""
+    gpus = detect_gpus()
+    entry = identify_gpu(gpus[0]) if gpus else None
+    return entry.model if entry is not None else None
+
+
+GPU_MODEL = _local_gpu_model()
+NO_GPU = f"nccl needs an NVIDIA GPU and torch sees {torch.cuda.device_count()} on this machine"
+
+
+@pytest.mark.skipif(GPU_MODEL is None or torch.cuda.device_count() < 1, reason=NO_GPU)
+def test_nccl_all_reduce_on_the_gpu_the_pool_asked_for(make_pool: Any) -> None:
+    with make_pool(nodes=1, accelerator=GPU_MODEL) as pool:
+        assert nccl_sum() @ pool == (1.0,)
+
+
+@pytest.mark.skipif(GPU_MODEL is None or torch.cuda.device_count() < 1, reason=NO_GPU)
+def test_nccl_for_two_workers_sharing_one_gpu_fails_naming_the_fix(make_pool: Any) -> None:
+    # NCCL itself refuses it later with "Duplicate GPU detected" (seen on an H100)
+    with make_pool(nodes=1, concurrency=2, accelerator=GPU_MODEL) as pool:
+        with pytest.raises(ConfigurationError, match=r"needs one GPU per worker.*2 workers on 1 GPU.*concurrency=1"):
+            nccl_sum() @ pool
+
+
 @pytest.mark.skipif(
-    torch.cuda.device_count() < 2,
+    GPU_MODEL is None or torch.cuda.device_count() < 2,
     reason=f"nccl needs one NVIDIA GPU per rank (2 here) and torch sees {torch.cuda.device_count()} on this machine",
 )
 def test_nccl_all_reduce_on_gpus(make_pool: Any) -> None:
     # one node, two worker slots: local ranks 0 and 1 take GPUs 0 and 1
-    with make_pool(nodes=1, concurrency=2) as pool:
+    with make_pool(nodes=1, concurrency=2, accelerator=f"{GPU_MODEL}:2") as pool:
         assert nccl_sum() @ pool == (3.0, 3.0)

@@ -332,12 +332,20 @@ def test_launchers_are_values() -> None:
 
 
 def test_torch_backend_choice() -> None:
-    assert resolve_backend(None, cuda_available=True, where="distributed.torch") == "nccl"
-    assert resolve_backend(None, cuda_available=False, where="distributed.torch") == "gloo"
-    assert resolve_backend("gloo", cuda_available=True, where="distributed.torch") == "gloo"
-    assert resolve_backend("nccl", cuda_available=True, where="distributed.torch") == "nccl"
+    assert resolve_backend(None, gpus=1, workers_per_node=1, where="distributed.torch") == "nccl"
+    assert resolve_backend(None, gpus=0, workers_per_node=1, where="distributed.torch") == "gloo"
+    assert resolve_backend("gloo", gpus=1, workers_per_node=1, where="distributed.torch") == "gloo"
+    assert resolve_backend("nccl", gpus=1, workers_per_node=1, where="distributed.torch") == "nccl"
     with pytest.raises(ConfigurationError, match=r"backend='nccl'\) needs an NVIDIA GPU"):
-        resolve_backend("nccl", cuda_available=False, where="distributed.torch")
+        resolve_backend("nccl", gpus=0, workers_per_node=1, where="distributed.torch")
+
+
+def test_nccl_is_never_chosen_for_workers_sharing_a_gpu() -> None:
+    # NCCL refuses two ranks on one device ("Duplicate GPU detected", seen on an H100)
+    assert resolve_backend(None, gpus=1, workers_per_node=2, where="distributed.torch") == "gloo"
+    assert resolve_backend(None, gpus=2, workers_per_node=2, where="distributed.torch") == "nccl"
+    with pytest.raises(ConfigurationError, match=r"2 workers on 1 GPU .*concurrency=1 or fewer.*backend='gloo'"):
+        resolve_backend("nccl", gpus=1, workers_per_node=2, where="distributed.torch")
 
 
 def test_trainer_env_asks_accelerate_for_cpu_only_without_gpus() -> None:

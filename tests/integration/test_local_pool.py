@@ -82,6 +82,16 @@ def test_broadcast_reaches_every_worker_with_correct_info(pool: sky.ComputePool)
     assert {i[5] for i in infos} == {pool.spec.pool_id}
 
 
+@sky.compute
+def cuda_visible_devices() -> str | None:
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_a_pool_that_asks_for_no_accelerator_sees_no_gpu(pool: sky.ComputePool) -> None:
+    # as on a CPU cloud node; every local node seeing every GPU made two ranks share one
+    assert cuda_visible_devices() @ pool == ("", "")
+
+
 def test_remote_exception_keeps_its_type_and_traceback(pool: sky.ComputePool) -> None:
     with pytest.raises(CustomError) as caught:
         fail(42) >> pool

@@ -45,16 +45,29 @@ def check_options(backend: str | None, timeout: float | None, where: str) -> Non
         raise ConfigurationError(f"{where}(timeout={timeout!r}): must be a positive number of seconds")
 
 
-def resolve_backend(requested: str | None, cuda_available: bool, where: str) -> str:
+def resolve_backend(requested: str | None, gpus: int, workers_per_node: int, where: str) -> str:
     """The backend to initialise on this node: the requested one, checked against the
-    hardware, or nccl/gloo by whether the node has a CUDA GPU."""
+    hardware, or nccl/gloo by whether every worker of the node has a CUDA GPU of its own.
+
+    NCCL refuses two ranks on one GPU ("Duplicate GPU detected", seen with NCCL 2.28 on
+    an H100 when two workers shared it), so nccl needs ``gpus >= workers_per_node``:
+    unset, fewer GPUs than workers picks gloo (which works on shared or no GPUs); asked
+    for, it is a ``ConfigurationError`` that says how to fix it.
+    """
     if requested is None:
-        return "nccl" if cuda_available else "gloo"
-    if requested == "nccl" and not cuda_available:
+        return "nccl" if gpus > 0 and gpus >= workers_per_node else "gloo"
+    if requested == "nccl" and gpus == 0:
         raise ConfigurationError(
             f"{where}(backend='nccl') needs an NVIDIA GPU, and torch sees none on this node "
             "(torch.cuda.is_available() is False): use backend='gloo' on CPU nodes, or "
             "give the pool an accelerator"
+        )
+    if requested == "nccl" and gpus < workers_per_node:
+        raise ConfigurationError(
+            f"{where}(backend='nccl') needs one GPU per worker, and this node runs "
+            f"{workers_per_node} workers on {gpus} GPU{'s' if gpus != 1 else ''} (NCCL refuses two "
+            f"ranks on one GPU): use concurrency={gpus} or fewer, an accelerator with "
+            f"{workers_per_node} GPUs per node, or backend='gloo'"
         )
     return requested
 
@@ -108,7 +121,8 @@ def process_group(
     dist = require("torch.distributed", backend=name, pip=pip)
     if not dist.is_available():
         raise ConfigurationError(f"{where}: this build of torch has no torch.distributed support")
-    backend = resolve_backend(requested, bool(torch.cuda.is_available()), where)
+    gpus = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+    backend = resolve_backend(requested, gpus, info.workers_per_node, where)
     process_group_env(info, name)  # checks the cluster information before anything opens
     if dist.is_initialized():
         # Left behind by an earlier call's own init_process_group: its peers are gone,
@@ -124,9 +138,8 @@ def process_group(
     store, port = _open_store(dist, info, wait, where)
     with scoped_environ(process_group_env(info, name, master_port=port)):
         if backend == "nccl":
-            # one GPU per local rank; with fewer GPUs than workers (concurrency > 1)
-            # ranks share them round-robin
-            torch.cuda.set_device(info.worker % torch.cuda.device_count())
+            # one GPU per local rank (resolve_backend checked there are enough)
+            torch.cuda.set_device(info.worker)
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = datetime.timedelta(seconds=timeout)

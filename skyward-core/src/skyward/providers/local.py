@@ -134,9 +134,14 @@ class LocalDriver(Provider[Local]):
         self.visible_devices(spec)  # raises when the accelerator is not on this machine
 
     def visible_devices(self, spec: PoolSpec) -> list[list[str | None]]:
-        """CUDA_VISIBLE_DEVICES for each worker of each node."""
+        """CUDA_VISIBLE_DEVICES for each worker of each node.
+
+        A pool that asks for no accelerator sees no GPU (``""``), as on a CPU cloud node.
+        Left visible, every local node saw every GPU of the machine: on one H100, two
+        nodes' ``distributed.torch`` picked nccl and NCCL failed with "Duplicate GPU
+        detected", and two JAX processes each tried to take most of its memory."""
         if spec.accelerator is None:
-            return [[None] * spec.workers_per_node for _ in range(spec.nodes)]
+            return [[""] * spec.workers_per_node for _ in range(spec.nodes)]
         from skyward.providers.local_gpus import assign_gpus, detect_gpus
 
         per_node = assign_gpus(spec.nodes, spec.accelerator, detect_gpus())

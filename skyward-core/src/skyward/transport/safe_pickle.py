@@ -181,10 +181,11 @@ def _attribute(module: str, name: str) -> Any:
 
 
 def _torch_storage_weights_only(data: bytes) -> Any:
-    """A tensor's storage, read with torch's own allow-list unpickler."""
-    import torch
+    """A tensor's storage, read with torch's own allow-list unpickler (on the CPU where
+    this process sees no GPU)."""
+    from skyward.transport.serialize import load_torch_storage
 
-    return torch.load(io.BytesIO(data), weights_only=True)
+    return load_torch_storage(data, weights_only=True)
 
 
 def third_party_hosts(provider: object) -> bool:
