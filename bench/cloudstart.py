@@ -364,14 +364,22 @@ def ratios(starts: list[Start]) -> dict[str, dict[str, float]]:
     return out
 
 
-def markdown(starts: list[Start], apis: list[Start], mode: str, plot: str | None, rounds: int) -> str:
+def markdown(
+    starts: list[Start], apis: list[Start], mode: str, plots: list[tuple[str, str]], rounds: int, command: str = ""
+) -> str:
+    """The README block. ``plots``: (what it shows, its path relative to bench/)."""
     lines = [
-        f"Cloud start ({mode}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores): seconds "
-        f"from `ComputePool(...)` to the first result, by phase (median of {rounds} starts each).",
-        "",
-        "| provider | nodes | prepare | provision | **API** | bootstrap | first result | total |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"Cloud start ({mode}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores)"
+        + (f": `{command}`." if command else "."),
     ]
+    if starts:
+        lines += [
+            "",
+            f"Seconds from `ComputePool(...)` to the first result, by phase (median of {rounds} starts each):",
+            "",
+            "| provider | nodes | prepare | provision | **API** | bootstrap | first result | total |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
     for s in starts:
         lines.append(
             f"| {s.provider} | {s.nodes} | {s.prepare:.2f} | {s.provision:.2f} | **{s.api:.2f}** | "
@@ -408,8 +416,8 @@ def markdown(starts: list[Start], apis: list[Start], mode: str, plot: str | None
         for s in stepped:
             cells = " | ".join(f"{s.steps.get(n, 0):.2f}" for n in names)
             lines.append(f"| {s.provider} | {s.nodes} | {cells} |")
-    if plot:
-        lines += ["", f"![cloud start by phase]({plot})"]
+    for alt, path in plots:
+        lines += ["", f"![{alt}]({path})"]
     return "\n".join(lines) + "\n"
 
 
@@ -432,6 +440,8 @@ def draw(starts: list[Start], path: Path) -> bool:
         bottom = [0.0] * len(mine)
         for phase, color in colors.items():
             values = [getattr(s, phase) for s in mine]
+            if not any(values):  # the API runs have no bootstrap
+                continue
             ax.bar(labels, values, bottom=bottom, color=color, label=phase)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         ax.set_title(provider)
@@ -537,15 +547,21 @@ def main(argv: list[str]) -> int:
                 )
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = f"cloudstart-{mode_name}"
-    plot = RESULTS / f"{stem}.png"
-    drawn = draw(starts, plot)
+    plots = []
+    for drawn, name, alt in (
+        (starts, f"{stem}.png", "cloud start by phase, whole starts"),
+        (apis, f"{stem}-api.png", "the API phases alone, by provider and pool size"),
+    ):
+        if draw(drawn, RESULTS / name):
+            plots.append((alt, f"results/{name}"))
     as_json = {
         "starts": [{**asdict(s), "api": s.api} for s in starts],
         "api_alone": [{**asdict(s), "api": s.api} for s in apis],
         "ratios": ratios(apis),
     }
     (RESULTS / f"{stem}.json").write_text(json.dumps(as_json, indent=2))
-    block = markdown(starts, apis, mode_name, f"results/{plot.name}" if drawn else None, args.rounds)
+    command = " ".join(["python bench/cloudstart.py", *argv])
+    block = markdown(starts, apis, mode_name, plots, args.rounds, command)
     (RESULTS / f"{stem}.md").write_text(block)
     print(block)
     if full and not args.no_readme:
