@@ -10,37 +10,20 @@ from typing import Any
 
 import pytest
 from aws.conftest import CLIENT_ADDRESS, AwsWorld, Emulation
+from bake_support import ENVIRONMENT_STEPS, fresh_image, start_pool
 from typer.testing import CliRunner
 
 import skyward
-from skyward import ComputePool, compute
 from skyward.baking import LABEL_BASE, LABEL_ENV_KEY, LABEL_IMAGE_HASH, LABEL_VERSION
-from skyward.events import BootstrapProgress, Notice
+from skyward.events import Notice
 from skyward_aws.infra import TAG_MANAGED, TAG_POOL
 
 pytestmark = pytest.mark.cloud
 
-ENVIRONMENT_STEPS = {"apt", "uv", "deps", "skyward"}
-
-
-@compute
-def square(x: int) -> int:
-    return x * x
-
-
-def _image() -> skyward.Image:
-    # a content hash of its own: moto lives for the session, and so do the AMIs it bakes
-    return skyward.Image(env={"BAKE_TEST": uuid.uuid4().hex}, bake=True)
-
 
 def _start(emulated: Emulation, image: skyward.Image) -> tuple[list[Any], str, list[str]]:
     provider = skyward.AWS(client_address=CLIENT_ADDRESS, bootstrap_timeout=120, endpoint_resolver=emulated.endpoints)
-    events: list[Any] = []
-    with ComputePool(provider=provider, image=image, spot="never", display="quiet", on_event=events.append) as pool:
-        assert square(7) >> pool == 49
-        instance_id = pool.nodes[0].instance_id
-    steps = [e.step for e in events if isinstance(e, BootstrapProgress)]
-    return events, instance_id, steps
+    return start_pool(provider, image, spot="never")
 
 
 def _tags(image: dict[str, Any]) -> dict[str, str]:
@@ -60,7 +43,7 @@ def _launched_from(aws: AwsWorld, instance_id: str) -> str:
 def test_a_baked_ami_is_made_once_and_the_next_pool_starts_from_it_skipping_the_environment(
     aws: AwsWorld, emulated: Emulation
 ) -> None:
-    image = _image()
+    image = fresh_image()
     events, first_node, steps = _start(emulated, image)
     assert ENVIRONMENT_STEPS & set(steps) and "baked" not in steps
     (baked,) = _baked(aws, image)
@@ -85,7 +68,7 @@ def test_a_baked_ami_is_made_once_and_the_next_pool_starts_from_it_skipping_the_
 
 
 def test_a_baked_ami_of_another_skyward_version_is_never_used(aws: AwsWorld, emulated: Emulation) -> None:
-    image = _image()
+    image = fresh_image()
     _start(emulated, image)
     (fresh,) = _baked(aws, image)
     # the same environment, baked by another skyward: relabel the AMI as if

@@ -8,9 +8,22 @@ create against the published constraints, and keeps state: a droplet is ``new``,
 ``active`` after ``boot_delay`` seconds with loopback addresses, ``off`` when its machine
 powers off (still billed, as on DigitalOcean), and ``deleted`` once deleted.
 
+Snapshots (``Image(bake=True)``): ``POST /v2/droplets/{id}/actions`` with
+``{"type": "snapshot", "name": ...}`` answers an action that is ``in-progress``, then
+``completed`` after ``snapshot_delay`` seconds, when the snapshot appears in
+``GET /v2/snapshots`` and ``GET /v2/images?private=true`` (with ``size_gigabytes``,
+``min_disk_size``, ``created_at``, ``regions``); tags label images through
+``POST /v2/tags/{tag}/resources``; a droplet created with ``image=<snapshot id>`` starts
+from the snapshot (the hook ``on_snapshot(droplet id, snapshot id)`` lets the harness
+copy the droplet's disk when the snapshot is taken). Deleting a droplet while its
+snapshot is in progress is refused the way DigitalOcean refuses a second event on a
+droplet (422 ``Droplet already has a pending event.``) and recorded as a violation: the
+conservative reading, since a snapshot whose droplet is gone would be lost.
+
 Test controls: ``fail``/``slow`` (from FakeHTTPServer), ``rate_limit``, ``capacity``
-(per size and region), ``droplet_limit``, and hooks ``on_running(id, user_data, ip)`` /
-``on_deleted(id)`` that an emulated-instance harness attaches to.
+(per size and region), ``droplet_limit``, ``snapshot_delay``, ``snapshot_gigabytes``,
+and hooks ``on_running(id, user_data, ip)`` / ``on_deleted(id)`` / ``on_snapshot`` that an
+emulated-instance harness attaches to.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +55,8 @@ _DROPLET_KEYS = {
     "tags", "user_data", "private_networking", "volumes", "vpc_uuid", "with_droplet_agent",
 }  # fmt: skip
 _RULE_TARGET_KEYS = {"addresses", "droplet_ids", "kubernetes_ids", "load_balancer_uids", "tags"}
+_TAGGABLE = ("droplet", "image", "volume", "volume_snapshot")  # DO's resource_type values for tags
+_SNAPSHOT_NAME_LIMIT = 255
 
 REGIONS: Mapping[str, str] = {
     "nyc1": "New York 1", "nyc2": "New York 2", "nyc3": "New York 3", "sfo2": "San Francisco 2",
@@ -100,12 +115,69 @@ IMAGES: Mapping[str, str | None] = {
 
 
 @dataclass
+class FakeSnapshot:
+    """A droplet snapshot: an image of type ``snapshot`` (private), in the droplet's region."""
+
+    id: int
+    name: str
+    region: str
+    droplet_id: int
+    min_disk_size: int
+    size_gigabytes: float
+    vendor: str | None  # the accelerator vendor of the image it was made from
+    created_at: float
+    tags: list[str] = field(default_factory=list)
+
+    def created(self) -> str:
+        return datetime.fromtimestamp(self.created_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def as_snapshot(self) -> dict[str, Any]:
+        """As ``GET /v2/snapshots`` lists it (its id a string there)."""
+        return {
+            "id": str(self.id), "name": self.name, "regions": [self.region], "created_at": self.created(),
+            "resource_id": str(self.droplet_id), "resource_type": "droplet", "min_disk_size": self.min_disk_size,
+            "size_gigabytes": self.size_gigabytes, "tags": list(self.tags),
+        }  # fmt: skip
+
+    def as_image(self) -> dict[str, Any]:
+        """As ``GET /v2/images`` lists it (its id an integer there)."""
+        return {
+            "id": self.id, "name": self.name, "type": "snapshot", "distribution": "Ubuntu", "slug": None,
+            "public": False, "regions": [self.region], "created_at": self.created(),
+            "min_disk_size": self.min_disk_size, "size_gigabytes": self.size_gigabytes, "description": "",
+            "tags": list(self.tags), "status": "available", "error_message": "",
+        }  # fmt: skip
+
+
+@dataclass
+class FakeAction:
+    id: int
+    type: str
+    droplet_id: int
+    region: str
+    started_at: float
+    status: str = "in-progress"  # -> completed | errored
+    completed_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        def stamp(t: float | None) -> str | None:
+            return None if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        return {
+            "id": self.id, "status": self.status, "type": self.type, "started_at": stamp(self.started_at),
+            "completed_at": stamp(self.completed_at), "resource_id": self.droplet_id, "resource_type": "droplet",
+            "region": {"slug": self.region, "name": REGIONS[self.region], "available": True},
+            "region_slug": self.region,
+        }  # fmt: skip
+
+
+@dataclass
 class FakeDroplet:
     id: int
     name: str
     region: str
     size: dict[str, Any]
-    image: str
+    image: str  # a slug, or a snapshot's id as a string
     tags: list[str]
     user_data: str
     ssh_keys: list[Any]
@@ -115,6 +187,7 @@ class FakeDroplet:
     private_ip: str | None = None
     deleted_at: float | None = None
     history: list[str] = field(default_factory=lambda: ["new"])
+    snapshot_ids: list[int] = field(default_factory=list)
 
     @property
     def is_gpu(self) -> bool:
@@ -138,9 +211,13 @@ class FakeDroplet:
             "created_at": datetime.fromtimestamp(self.created_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "features": ["droplet_agent", "private_networking"],
             "backup_ids": [],
-            "snapshot_ids": [],
+            "snapshot_ids": list(self.snapshot_ids),
             "next_backup_window": None,
-            "image": {"slug": self.image, "distribution": "Ubuntu", "public": True},
+            "image": (
+                {"id": int(self.image), "slug": None, "distribution": "Ubuntu", "public": False, "type": "snapshot"}
+                if self.image.isdigit()
+                else {"slug": self.image, "distribution": "Ubuntu", "public": True}
+            ),
             "size": self.size,
             "size_slug": self.size["slug"],
             "networks": {"v4": v4, "v6": []},
@@ -178,8 +255,15 @@ class FakeDigitalOcean(FakeCloud):
         self.ssh_keys: dict[int, dict[str, Any]] = {}
         self.capacity: dict[tuple[str, str], int] = {}  # (size, region) -> droplets it can still take
         self.droplet_limit: int | None = None
+        self.snapshots: dict[int, FakeSnapshot] = {}
+        self.actions: dict[int, FakeAction] = {}
+        self.snapshot_delay = 0.2  # seconds a snapshot action stays in-progress
+        self.snapshot_gigabytes = 2.36  # the billable size of each snapshot made
+        self.on_snapshot: Callable[[str, str], None] | None = None  # (droplet id, snapshot id), before it completes
         self._ids = itertools.count(3164444)
         self._key_ids = itertools.count(512189)
+        self._action_ids = itertools.count(36804636)
+        self._image_ids = itertools.count(7555620)
 
     # -- test controls ------------------------------------------------------------------
 
@@ -226,6 +310,7 @@ class FakeDigitalOcean(FakeCloud):
                 "firewalls": [f["name"] for f in self.firewalls.values()],
                 "ssh_keys": [k["name"] for k in self.ssh_keys.values()],
                 "tags": sorted(self.tags),
+                "snapshots": [f"{s.name} ({s.id})" for s in self.snapshots.values()],
             }
 
     # -- routing --------------------------------------------------------------------------
@@ -260,21 +345,49 @@ class FakeDigitalOcean(FakeCloud):
                 regions = [{"slug": s, "name": n, "available": True} for s, n in REGIONS.items()]
                 return self._page(request, "regions", regions)
             case ["tags"] if method == "GET":
-                tags = [
-                    {"name": t, "resources": {"count": sum(t in d.tags for d in self.droplets.values())}}
-                    for t in sorted(self.tags)
-                ]
-                return self._page(request, "tags", tags)
+                return self._page(request, "tags", [self._tag_json(t) for t in sorted(self.tags)])
             case ["tags"] if method == "POST":
                 return self._create_tag(request)
             case ["tags", name] if method == "DELETE":
                 if name not in self.tags:
                     return _error(404, "not_found", "The resource you were accessing could not be found.")
                 self.tags.discard(name)
-                for droplet in self.droplets.values():
-                    if name in droplet.tags:
-                        droplet.tags.remove(name)
+                for labelled in [*self.droplets.values(), *self.snapshots.values()]:
+                    if name in labelled.tags:
+                        labelled.tags.remove(name)
                 return Response(204)
+            case ["tags", name] if method == "GET":
+                if name not in self.tags:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                return Response(200, {"tag": self._tag_json(name)})
+            case ["tags", name, "resources"] if method == "POST":
+                return self._tag_resources(request, name)
+            case ["droplets", droplet_id, "actions"] if method == "POST":
+                return self._droplet_action(request, droplet_id)
+            case ["actions", action_id] if method == "GET":
+                action = self.actions.get(int(action_id)) if action_id.isdigit() else None
+                if action is None:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                return Response(200, {"action": action.to_json()})
+            case ["snapshots"] if method == "GET":
+                kind = request.arg("resource_type")
+                if kind not in (None, "droplet", "volume"):
+                    return self._reject(f"resource_type {kind!r}: droplet or volume")
+                snapshots = [] if kind == "volume" else [x.as_snapshot() for x in self.snapshots.values()]
+                return self._page(request, "snapshots", snapshots)
+            case ["snapshots", snapshot_id] if method == "GET":
+                snapshot = self._snapshot(snapshot_id)
+                if snapshot is None:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                return Response(200, {"snapshot": snapshot.as_snapshot()})
+            case ["snapshots", snapshot_id] if method == "DELETE":
+                snapshot = self._snapshot(snapshot_id)
+                if snapshot is None:
+                    return _error(404, "not_found", "The resource you were accessing could not be found.")
+                del self.snapshots[snapshot.id]
+                return Response(204)
+            case ["images"] if method == "GET":
+                return self._list_images(request)
             case ["firewalls"] if method == "POST":
                 return self._create_firewall(request)
             case ["firewalls"] if method == "GET":
@@ -315,6 +428,9 @@ class FakeDigitalOcean(FakeCloud):
                 droplet = self._find(droplet_id)
                 if droplet is None:
                     return _error(404, "not_found", "The resource you were accessing could not be found.")
+                if self._busy(droplet.id):
+                    self.violation(f"deleting droplet {droplet.id} while its snapshot is in progress")
+                    return _error(422, "unprocessable_entity", "Droplet already has a pending event.")
                 self._delete(droplet)
                 return Response(204)
         self.violation(f"{method} {request.path}: not an endpoint this fake (or DigitalOcean) has")
@@ -473,9 +589,18 @@ class FakeDigitalOcean(FakeCloud):
         if region not in size["regions"] or not size["available"]:
             return _error(422, "unprocessable_entity", "Size is not available in this region.")
         image = body.get("image")
-        if image not in IMAGES:
+        snapshot = self.snapshots.get(image) if isinstance(image, int) and not isinstance(image, bool) else None
+        if snapshot is not None:
+            if region not in [snapshot.region]:
+                return _error(422, "unprocessable_entity", f"Image {image} is not available in region {region}.")
+            if size["disk"] < snapshot.min_disk_size:
+                return self._reject(f"size {size['slug']}'s disk is smaller than snapshot {image}'s min_disk_size")
+            vendor = snapshot.vendor
+            image = str(snapshot.id)
+        elif image not in IMAGES:
             return self._reject(f"image {image!r} does not exist")
-        vendor = IMAGES[image]
+        else:
+            vendor = IMAGES[image]
         gpu = size.get("gpu_info")
         if gpu is None and vendor is not None:
             return self._reject(f"image {image} is for GPU droplets; size {size['slug']} has no GPU")
@@ -536,6 +661,109 @@ class FakeDigitalOcean(FakeCloud):
                 hook(str(droplet_id), user_data, ip)
             except Exception as exc:  # the test sees it
                 self.violation(f"on_running({droplet_id}) failed: {exc!r}")
+
+    # -- snapshots, images, tagging ----------------------------------------------------------
+
+    def _tag_json(self, name: str) -> dict[str, Any]:
+        droplets = sum(name in d.tags for d in self.droplets.values() if d.status != "deleted")
+        images = sum(name in x.tags for x in self.snapshots.values())
+        return {
+            "name": name,
+            "resources": {"count": droplets + images, "droplets": {"count": droplets}, "images": {"count": images}},
+        }
+
+    def _snapshot(self, ident: str) -> FakeSnapshot | None:
+        return self.snapshots.get(int(ident)) if ident.isdigit() else None
+
+    def _busy(self, droplet_id: int) -> bool:
+        return any(a.droplet_id == droplet_id and a.status == "in-progress" for a in self.actions.values())
+
+    def _tag_resources(self, request: Request, name: str) -> Response:
+        if name not in self.tags:
+            return _error(404, "not_found", "The resource you were accessing could not be found.")
+        body = request.json()
+        resources = body.get("resources") if isinstance(body, dict) else None
+        if set(body or {}) - {"resources"} or not isinstance(resources, list) or not resources:
+            return self._reject('the body must be {"resources": [...]}, a non-empty list')
+        targets: list[list[str]] = []
+        for resource in resources:
+            if not isinstance(resource, dict) or set(resource) != {"resource_id", "resource_type"}:
+                return self._reject(f"resource {resource!r}: exactly resource_id and resource_type")
+            ident, kind = resource["resource_id"], resource["resource_type"]
+            if not isinstance(ident, str):
+                return self._reject(f"resource_id {ident!r} must be a string")
+            if kind not in _TAGGABLE:
+                return self._reject(f"resource_type {kind!r}: one of {', '.join(_TAGGABLE)}")
+            found: FakeDroplet | FakeSnapshot | None
+            found = self._find(ident) if kind == "droplet" else self._snapshot(ident) if kind == "image" else None
+            if found is None:
+                return self._reject(f"{kind} {ident} does not exist", 404, "not_found")
+            targets.append(found.tags)
+        for tags in targets:
+            if name not in tags:
+                tags.append(name)
+        return Response(204)
+
+    def _droplet_action(self, request: Request, droplet_id: str) -> Response:
+        droplet = self._find(droplet_id)
+        if droplet is None:
+            return _error(404, "not_found", "The resource you were accessing could not be found.")
+        body = request.json()
+        if not isinstance(body, dict) or body.get("type") != "snapshot":
+            return self._reject(f"droplet action {body!r}: this fake knows type 'snapshot' only")
+        if set(body) - {"type", "name"}:
+            return self._reject(f"unknown snapshot action attributes {sorted(set(body) - {'type', 'name'})}")
+        name = body.get("name")
+        if name is not None and (not isinstance(name, str) or not 0 < len(name) <= _SNAPSHOT_NAME_LIMIT):
+            return self._reject(f"snapshot name {name!r}: a string of 1-{_SNAPSHOT_NAME_LIMIT} characters")
+        if droplet.status == "new" or self._busy(droplet.id):
+            return _error(422, "unprocessable_entity", "Droplet already has a pending event.")
+        action = FakeAction(next(self._action_ids), "snapshot", droplet.id, droplet.region, time.time())
+        self.actions[action.id] = action
+        name = name or f"{droplet.name}-{int(action.started_at)}"
+        self.later(self.snapshot_delay, self._complete_snapshot, action.id, name)
+        return Response(201, {"action": action.to_json()})
+
+    def _complete_snapshot(self, action_id: int, name: str) -> None:
+        with self.lock:
+            action = self.actions[action_id]
+            droplet = self.droplets[action.droplet_id]
+            snapshot = FakeSnapshot(
+                next(self._image_ids), name, droplet.region, droplet.id, int(droplet.size["disk"]),
+                self.snapshot_gigabytes, self._vendor(droplet.image), time.time(),
+            )  # fmt: skip
+            hook = self.on_snapshot
+        if hook is not None:
+            try:
+                hook(str(droplet.id), str(snapshot.id))
+            except Exception as exc:  # the test sees it
+                self.violation(f"on_snapshot({droplet.id}) failed: {exc!r}")
+        with self.lock:
+            self.snapshots[snapshot.id] = snapshot
+            droplet.snapshot_ids.append(snapshot.id)
+            action.status, action.completed_at = "completed", time.time()
+
+    def _vendor(self, image: str) -> str | None:
+        """The accelerator vendor an image (a slug or a snapshot's id) is for."""
+        if image.isdigit():
+            snapshot = self.snapshots.get(int(image))
+            return None if snapshot is None else snapshot.vendor
+        return IMAGES[image]
+
+    def _list_images(self, request: Request) -> Response:
+        private, kind, tag = request.arg("private"), request.arg("type"), request.arg("tag_name")
+        if private not in (None, "true", "false") or kind not in (None, "distribution", "application"):
+            return self._reject(f"images: private={private!r} type={kind!r}")
+        images = [x.as_image() for x in self.snapshots.values()]
+        if private != "true":
+            public = [
+                {"id": 100000 + i, "slug": slug, "name": slug, "type": "base", "public": True, "regions": list(_ALL)}
+                for i, slug in enumerate(IMAGES)
+            ]
+            images = public if kind is not None else [*public, *images]
+        if tag:
+            images = [i for i in images if tag in i.get("tags", ())]
+        return self._page(request, "images", images)
 
     def _list_droplets(self, request: Request) -> Response:
         tag, kind, name = request.arg("tag_name"), request.arg("type"), request.arg("name")

@@ -52,6 +52,33 @@ def test_unknown_distributed_backend_lists_the_available_ones() -> None:
         _ = sky.distributed.nonexistent
 
 
+@pytest.mark.parametrize(
+    ("plugin", "statement", "hint"),
+    [
+        ("sklearn", "from skyward.integrations import ScikitLearnPool", "pip install 'skyward[sklearn]'"),
+        ("torch", "from skyward.distributed import torch", "pip install 'skyward[torch]'"),
+        ("vastai", "from skyward import VastAI", "pip install 'skyward[vastai]'"),
+        ("runpod", "from skyward import RunPod", "pip install 'skyward[runpod]'"),
+    ],
+)
+def test_every_plugin_name_imported_without_its_plugin_says_what_to_install(
+    plugin: str, statement: str, hint: str
+) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "from skyward.plugins.registry import registry\n"
+        f"registry.unregister(registry.pm.get_plugin({plugin!r}))  # as if it were not installed\n"
+        "try:\n"
+        f"    {statement}\n"
+        "except ImportError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("PluginMissingError") and hint in out, out
+
+
 def test_importing_a_name_whose_plugin_is_missing_keeps_the_install_hint() -> None:
     import subprocess
     import sys

@@ -89,3 +89,21 @@ def delete_baked(ec2: Any, image_id: str) -> None:
     ec2.deregister_image(ImageId=image_id)
     for snapshot in snapshots:
         ec2.delete_snapshot(SnapshotId=snapshot)
+
+
+class Ec2BakeStore:
+    """Baked AMIs as a :class:`skyward.baking.BakeStore`: the flow is the core's Bakery."""
+
+    price_gb_month = SNAPSHOT_PRICE_GB_MONTH
+
+    def __init__(self, ec2: Any) -> None:
+        self.ec2 = ec2
+
+    def list_baked(self) -> list[BakedImage]:
+        return list_baked(self.ec2)
+
+    def create_baked(self, instance_id: str, key: BakeKey, pool_id: str) -> BakedImage:
+        return create_baked(self.ec2, instance_id, key, pool_id)
+
+    def delete_baked(self, image_id: str) -> None:
+        delete_baked(self.ec2, image_id)

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from skyward.api.spec import PoolSpec
-from skyward.baking import BakedImage, BakeKey, bake_key, being_baked, choose_baked
+from skyward.baking import BakedImage, Bakery
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, SkywardError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
@@ -119,9 +119,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
         self._described: dict[str, Mapping[str, Any]] = {}  # id -> the last describe_instances item
         self._seen: set[str] = set()  # ids describe has answered for at least once
         self._pool_id = ""
-        self._bake_key: BakeKey | None = None  # Image(bake=True): the key this pool's image bakes under
-        self._baked: BakedImage | None = None  # the baked AMI this pool starts from
-        self._bake_pending = False  # another pool's bake of this key is under way
+        self._bakery = Bakery()  # Image(bake=True): the baked AMI this pool starts from, the one it bakes
 
     # -- abilities -------------------------------------------------------------------------
 
@@ -243,39 +241,18 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     def _choose_baked(self, spec: PoolSpec, emit: EventSink) -> None:
         """``Image(bake=True)``: start from this image's baked AMI when one matches its key
-        exactly (skyward.baking.choose_baked); a stale one is left alone."""
-        from skyward.events import Notice
-
+        exactly (skyward.baking.Bakery); a stale one is left alone."""
         assert self.image is not None
         base = self.image.image_id
-        self._bake_key = bake_key(spec.image, self._environment_context(), base)
-        listed = baking.list_baked(self.clients.ec2)
-        self._baked = choose_baked(listed, self._bake_key)
-        self._bake_pending = being_baked(listed, self._bake_key)
-        if self._baked is not None:
-            self.image = ami.ResolvedImage(self._baked.id, f"baked:{base}")
-            emit(Notice(message=f"starting from baked image {self._baked.id}: apt, uv and the environment are skipped"))
+        chosen = self._bakery.choose(
+            baking.Ec2BakeStore(self.clients.ec2), spec.image, self._environment_context(), base, emit
+        )
+        if chosen is not None:
+            self.image = ami.ResolvedImage(chosen.id, f"baked:{base}")
 
     def bake(self, spec: PoolSpec, handle: NodeHandle, emit: EventSink) -> BakedImage | None:
-        """The Bakes ability: CreateImage from ``handle`` when the pool asked to bake and
-        started without a matching baked AMI. A failure is a Notice, never the pool's."""
-        from skyward.events import Notice
-
-        if self._bake_key is None or self._baked is not None or self._bake_pending:
-            return None
-        try:
-            made = baking.create_baked(self.clients.ec2, handle.instance_id, self._bake_key, spec.pool_id)
-        except Exception as error:
-            emit(Notice(message=f"could not bake an image from {handle.instance_id}: {error}"))
-            return None
-        emit(
-            Notice(
-                message=f"baking image {made.id} from {handle.instance_id}: the next pool with this Image starts "
-                f"from it. It bills for its snapshot (about ${baking.SNAPSHOT_PRICE_GB_MONTH:.2f} per GB-month) "
-                "until `skyward down` deletes it"
-            )
-        )
-        return made
+        """The Bakes ability: CreateImage from ``handle`` (skyward.baking.Bakery)."""
+        return self._bakery.bake(baking.Ec2BakeStore(self.clients.ec2), spec, handle, emit)
 
     def _environment_context(self) -> BootstrapContext:
         """What every node's environment is built from (its key), without per-node steps:
@@ -349,7 +326,8 @@ class AWSDriver(SpotCloudProvider[AWS]):
         context = super().bootstrap_context(spec, market, run_dir, node)
         region = shlex.quote(self.config.region)
         step = ("region", f"export AWS_REGION={region} AWS_DEFAULT_REGION={region}")
-        return replace(context, extra_steps=(step, *context.extra_steps), home=NODE_HOME, baked=self._baked is not None)
+        steps = (step, *context.extra_steps)
+        return replace(context, extra_steps=steps, home=NODE_HOME, baked=self._bakery.starts_baked)
 
     # -- the verbs ---------------------------------------------------------------------------
 

@@ -215,35 +215,10 @@ IAM_KINDS = frozenset({INSTANCE_PROFILE, ROLE})
 def list_baked_images(ec2: Any, region: str) -> list[Resource]:
     """Baked AMIs (``Image(bake=True)``), under the pool id ``baked``: no expiry, priced
     by their snapshot's size (skyward_aws.baking)."""
-    from skyward.baking import BAKED_IMAGE, BAKED_POOL, HOURS_PER_MONTH
+    from skyward.baking import baked_resource
     from skyward_aws.baking import SNAPSHOT_PRICE_GB_MONTH, list_baked
 
-    found: list[Resource] = []
-    for image in list_baked(ec2):
-        key = image.key
-        size = f", {image.size_gb:g} GB" if image.size_gb is not None else ""
-        found.append(
-            Resource(
-                provider=PROVIDER,
-                region=region,
-                pool_id=BAKED_POOL,
-                kind=BAKED_IMAGE,
-                id=image.id,
-                state=("available" if image.ready else "pending") + size,
-                created=_iso_stamp(image.created),
-                expires_at=None,
-                hourly_price=image.size_gb * SNAPSHOT_PRICE_GB_MONTH / HOURS_PER_MONTH if image.size_gb else None,
-                name=f"Image {key.image_hash}, skyward {key.version}" if key else image.name,
-            )
-        )
-    return found
-
-
-def _iso_stamp(value: str) -> float | None:
-    try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return [baked_resource(PROVIDER, region, image, SNAPSHOT_PRICE_GB_MONTH) for image in list_baked(ec2)]
 
 
 def list_ec2(clients: Clients, region: str, prices: PriceCatalog | None = None) -> list[Resource]:

@@ -7,10 +7,8 @@ plugin registry, with a clear error naming the extra to install when one is miss
 
 from __future__ import annotations
 
-import dis
 import importlib
 import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -296,26 +294,12 @@ def __getattr__(name: str) -> Any:
         return value
     if name in _SUBMODULES:
         return importlib.import_module(f"skyward.{name}")
-    from skyward.plugins.registry import missing_plugin_error, registry
+    from skyward.plugins.registry import for_the_caller, missing_plugin_error, registry
 
     exports = registry.exports()
     if name in exports:
         return exports[name]
-    error = missing_plugin_error(name)
-    if _from_import(sys._getframe(1)):
-        # ``from skyward import AWS``: Python would replace an AttributeError with a bare
-        # "cannot import name", losing the install hint; an ImportError goes through.
-        from skyward.errors import PluginMissingError
-
-        raise PluginMissingError(str(error), name="skyward") from None
-    raise error
-
-
-def _from_import(frame: types.FrameType) -> bool:
-    """Whether ``frame`` is running ``from skyward import NAME`` (rather than ``skyward.NAME``,
-    ``getattr`` or ``hasattr``, which must keep getting an AttributeError)."""
-    code = frame.f_code.co_code
-    return 0 <= frame.f_lasti < len(code) and dis.opname[code[frame.f_lasti]] == "IMPORT_FROM"
+    raise for_the_caller(missing_plugin_error(name), "skyward", sys._getframe(1)) from None
 
 
 def __dir__() -> list[str]:

@@ -160,6 +160,15 @@ class DigitalOceanAPI:
         message = str(body.get("message") or fallback or "no message")
         return DigitalOceanAPIError(action, status, error_id, message, body)
 
+    def _object(self, action: str, method: str, op: Callable[..., Any], key: str, /, **kwargs: Any) -> JSON:
+        """One call whose answer holds one object under ``key`` (a created droplet, an
+        action...); an answer without it is an error."""
+        status, response = self._call(action, method, op, **kwargs)
+        found = response.get(key)
+        if not isinstance(found, dict):
+            raise self._error(action, status, response, f"the response holds no {key}")
+        return found
+
     def _pages(self, action: str, op: Callable[..., Any], key: str, **kwargs: Any) -> Iterator[JSON]:
         page = 1
         while True:
@@ -188,13 +197,8 @@ class DigitalOceanAPI:
         self._call_gone_ok(f"delete tag {name}", self._client.tags.delete, tag_id=name)
 
     def create_firewall(self, body: JSON) -> JSON:
-        _, response = self._call(
-            f"create firewall {body.get('name')}", "POST", self._client.firewalls.create, body=body
-        )
-        firewall = response.get("firewall")
-        if not isinstance(firewall, dict):
-            raise self._error("create firewall", 200, response, "the response holds no firewall")
-        return firewall
+        action = f"create firewall {body.get('name')}"
+        return self._object(action, "POST", self._client.firewalls.create, "firewall", body=body)
 
     def firewalls(self) -> list[JSON]:
         return list(self._pages("list firewalls", self._client.firewalls.list, "firewalls"))
@@ -203,16 +207,8 @@ class DigitalOceanAPI:
         self._call_gone_ok(f"delete firewall {firewall_id}", self._client.firewalls.delete, firewall_id=firewall_id)
 
     def create_ssh_key(self, name: str, public_key: str) -> JSON:
-        _, response = self._call(
-            f"create SSH key {name}",
-            "POST",
-            self._client.ssh_keys.create,
-            body={"name": name, "public_key": public_key},
-        )
-        key = response.get("ssh_key")
-        if not isinstance(key, dict):
-            raise self._error("create SSH key", 200, response, "the response holds no ssh_key")
-        return key
+        body = {"name": name, "public_key": public_key}
+        return self._object(f"create SSH key {name}", "POST", self._client.ssh_keys.create, "ssh_key", body=body)
 
     def ssh_keys(self) -> list[JSON]:
         return list(self._pages("list SSH keys", self._client.ssh_keys.list, "ssh_keys"))
@@ -223,11 +219,8 @@ class DigitalOceanAPI:
     # -- droplets ----------------------------------------------------------------------
 
     def create_droplet(self, body: JSON) -> JSON:
-        _, response = self._call(f"create droplet {body.get('name')}", "POST", self._client.droplets.create, body=body)
-        droplet = response.get("droplet")
-        if not isinstance(droplet, dict):
-            raise self._error("create droplet", 202, response, "the response holds no droplet")
-        return droplet
+        action = f"create droplet {body.get('name')}"
+        return self._object(action, "POST", self._client.droplets.create, "droplet", body=body)
 
     def droplet(self, droplet_id: int) -> JSON | None:
         """The droplet, or None once it no longer exists."""
@@ -262,3 +255,28 @@ class DigitalOceanAPI:
         except DigitalOceanAPIError as exc:
             if exc.status != 404:
                 raise
+
+    # -- snapshots (Image(bake=True)) ------------------------------------------------
+
+    def snapshot_droplet(self, droplet_id: int, name: str) -> JSON:
+        """Start a snapshot of the droplet (a droplet action); returns the action."""
+        body = {"type": "snapshot", "name": name}
+        op = self._client.droplet_actions.post
+        return self._object(f"snapshot droplet {droplet_id}", "POST", op, "action", droplet_id=droplet_id, body=body)
+
+    def action(self, action_id: int) -> JSON:
+        return self._object(f"get action {action_id}", "GET", self._client.actions.get, "action", action_id=action_id)
+
+    def droplet_snapshots(self) -> list[JSON]:
+        """Every droplet snapshot of the account (all regions), with its tags."""
+        return list(self._pages("list snapshots", self._client.snapshots.list, "snapshots", resource_type="droplet"))
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self._call_gone_ok(f"delete snapshot {snapshot_id}", self._client.snapshots.delete, snapshot_id=snapshot_id)
+
+    def tag_resources(self, tag: str, resource_type: str, resource_ids: list[str]) -> None:
+        """Put ``tag`` (which must exist) on these resources."""
+        body = {"resources": [{"resource_id": i, "resource_type": resource_type} for i in resource_ids]}
+        self._call(
+            f"tag {resource_type}s with {tag}", "POST", self._client.tags.assign_resources, tag_id=tag, body=body
+        )

@@ -5,8 +5,10 @@ supplies: reaping earlier pools' droplets, the smallest size that fits (``choose
 the pool's shared pieces (its tag, a cloud firewall admitting the node ports from the
 client's address only and everything between the pool's own droplets, a throwaway SSH
 key), creating one droplet, describing droplets by the pool's tag, deleting them (a
-powered-off droplet still bills). DigitalOcean has no spot market and mounts no volumes:
-the pool's common rules handle ``spot=`` and ``volume=``.
+powered-off droplet still bills), and for ``Image(bake=True)`` a droplet snapshot to
+start later pools from (skyward_digitalocean.baking, the flow skyward.baking.Bakery).
+DigitalOcean has no spot market and mounts no volumes: the pool's common rules handle
+``spot=`` and ``volume=``.
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.api.spec import PoolSpec
+from skyward.baking import BakedImage, Bakery
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
+from skyward.image import BootstrapContext
+from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.sshkey import throwaway_public_key
 from skyward.providers.cloud.template import CloudProvider, Instance, InstanceState, Labels, NodeRequest, Offer
-from skyward.providers.protocol import EventSink
+from skyward.providers.protocol import EventSink, NodeHandle
 from skyward.spot import Market, NodePlan
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
+from skyward_digitalocean.baking import DropletSnapshots
 from skyward_digitalocean.config import REGIONS, DigitalOcean, token_from_env
 from skyward_digitalocean.naming import (
     COMMON_TAG,
@@ -89,6 +95,8 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         self._firewall_id: str | None = None
         self._key_id: int | None = None
         self.reaped: Any = None
+        self._bakery = Bakery()  # Image(bake=True): the snapshot this pool starts from, the one it bakes
+        self._snapshots: DropletSnapshots | None = None
 
     def validate(self, spec: PoolSpec) -> None:
         token_from_env()
@@ -117,6 +125,13 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         self._size = size = self.choose_size(spec)
+        if spec.image.bake:
+            self._snapshots = DropletSnapshots(
+                self.api, self.config.region, size.disk_gb, emit,
+                poll_interval=self.config.poll_interval, clock=self._clock, sleep=self._sleep,
+            )  # fmt: skip
+            base = image_for(size, self.config.image)
+            self._bakery.choose(self._snapshots, spec.image, cloud_bootstrap_context(), base, emit)
         return Offer(instance_type=size.slug, region=self.config.region, price_on_demand=size.instance.on_demand_price)
 
     def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: EventSink) -> None:
@@ -190,6 +205,25 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
     def run_dir(self, spec: PoolSpec, node: int) -> str:
         return run_dir(spec.pool_id)
 
+    def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
+        from dataclasses import replace
+
+        context = super().bootstrap_context(spec, market, run_dir, node)
+        return replace(context, baked=self._bakery.starts_baked)
+
+    def bake(self, spec: PoolSpec, handle: NodeHandle, emit: EventSink) -> BakedImage | None:
+        """The Bakes ability: a snapshot of ``handle``'s droplet (skyward.baking.Bakery)."""
+        if self._snapshots is None:
+            return None
+        return self._bakery.bake(self._snapshots, spec, handle, emit)
+
+    def terminate(self, nodes: Sequence[NodeHandle]) -> None:
+        """The template's, once a snapshot being taken of a node is done (DigitalOcean
+        refuses to delete a droplet with a pending event)."""
+        if self._snapshots is not None:
+            self._snapshots.wait()
+        super().terminate(nodes)
+
     def finish_script(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
         size = len(request.script.encode())
         if size > USER_DATA_LIMIT:
@@ -210,11 +244,16 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         return super().explain_create_failure(error, market, created, total)
 
     def droplet_body(self, name: str, size: DropletSize, tag: str, script: str) -> dict[str, Any]:
+        """The create body; ``image`` is the baked snapshot's id (an integer) when the
+        pool starts from one, else the stock image's slug."""
+        chosen = self._bakery.chosen
         return {
             "name": name,
             "region": self.config.region,
             "size": size.slug,
-            "image": image_for(size, self.config.image),
+            "image": int(chosen.id)
+            if (chosen := self._bakery.chosen) is not None
+            else image_for(size, self.config.image),
             "ssh_keys": [self._key_id] if self._key_id is not None else [],
             "tags": [COMMON_TAG, tag],
             "user_data": script,

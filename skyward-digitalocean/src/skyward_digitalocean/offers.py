@@ -42,6 +42,7 @@ class DropletSize:
     instance: InstanceType
     vendor: str | None  # "nvidia", "amd", None for CPU sizes
     regions: tuple[str, ...]
+    disk_gb: int = 0  # its disk: a snapshot whose min_disk_size is larger cannot start it
 
     @property
     def slug(self) -> str:
@@ -89,7 +90,13 @@ def parse_size(size: Mapping[str, Any], region: str) -> DropletSize | None:
         region=region,
         available=bool(size.get("available", True)) and region in regions,
     )
-    return DropletSize(instance=instance, vendor=_vendor(model) if accelerator else None, regions=regions)
+    disk = size.get("disk")
+    return DropletSize(
+        instance=instance,
+        vendor=_vendor(model) if accelerator else None,
+        regions=regions,
+        disk_gb=int(disk) if isinstance(disk, int | float) else 0,
+    )
 
 
 def parse_sizes(sizes: Iterable[Mapping[str, Any]], region: str) -> list[DropletSize]:

@@ -1,17 +1,20 @@
 """What Skyward pools left on DigitalOcean, as the ``skyward`` command sees it: droplets
 (by the ``skyward`` tag and ``skyward-pool:<id>:<expiry>``), firewalls and SSH keys
-(named ``skyward-<id>-<expiry>``) and the pool tags; deleting them and checking they are
-gone. The pool-start reaper (``reaper``) keeps its own, stricter rules (it also takes
-powered-off droplets of unexpired pools)."""
+(named ``skyward-<id>-<expiry>``), the pool tags, and baked snapshots (pool id ``baked``,
+skyward_digitalocean.baking); deleting them and checking they are gone. The pool-start
+reaper (``reaper``) keeps its own, stricter rules (it also takes powered-off droplets of
+unexpired pools)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from skyward.baking import BAKED_IMAGE, baked_resource
 from skyward.cli.model import FIREWALL, INSTANCE, SSH_KEY, TAG, Removal, Resource, parse_number, parse_time
 from skyward.providers.cloud.removal import Key, delete_each, verified_removals
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError
+from skyward_digitalocean.baking import SNAPSHOT_PRICE_GB_MONTH, as_baked, is_skywards, unused_label_tags
 from skyward_digitalocean.naming import COMMON_TAG, parse_pool_tag, parse_resource_name, pool_mark
 
 PROVIDER = "digitalocean"
@@ -50,9 +53,18 @@ def _named(kind: str, ident: str, name: str, created: object) -> Resource | None
     )
 
 
+def list_baked(api: DigitalOceanAPI) -> list[Resource]:
+    """Baked snapshots, each in the first region that holds it, priced by its size."""
+    return [
+        baked_resource(PROVIDER, str((s.get("regions") or [GLOBAL])[0]), as_baked(s), SNAPSHOT_PRICE_GB_MONTH)
+        for s in api.droplet_snapshots()
+        if is_skywards(s)
+    ]
+
+
 def list_all(api: DigitalOceanAPI) -> list[Resource]:
     """Droplets first (GPU droplets are listed on their own too: the tag listing may
-    leave them out), then firewalls, SSH keys and pool tags."""
+    leave them out), then firewalls, SSH keys, pool tags and baked snapshots."""
     droplets: dict[str, Resource] = {}
     for raw in [*api.droplets_tagged(COMMON_TAG), *api.gpu_droplets()]:
         item = resource_of_droplet(raw)
@@ -74,19 +86,27 @@ def list_all(api: DigitalOceanAPI) -> list[Resource]:
             found.append(
                 Resource(PROVIDER, GLOBAL, mark.pool_id, TAG, name, "present", None, float(mark.expires), None)
             )
-    return found
+    return [*found, *list_baked(api)]
 
 
 def delete_and_verify(api: DigitalOceanAPI, resources: Sequence[Resource]) -> list[Removal]:
     """Delete droplets, then firewalls, keys and tags (a firewall or tag still held by a
-    droplet cannot go first); then list again."""
+    droplet cannot go first), then baked snapshots and the label tags they leave unused;
+    then list again."""
     deleters: dict[str, Callable[[Resource], object]] = {
         INSTANCE: lambda r: api.delete_droplet(int(r.id)),
         FIREWALL: lambda r: api.delete_firewall(r.id),
         SSH_KEY: lambda r: api.delete_ssh_key(r.id),
         TAG: lambda r: api.delete_tag(r.id),
+        BAKED_IMAGE: lambda r: api.delete_snapshot(r.id),
     }
     errors: dict[Key, str] = {}
     for kind, delete in deleters.items():
         delete_each((r for r in resources if r.kind == kind), delete, DigitalOceanAPIError, errors)
+    if any(r.kind == BAKED_IMAGE for r in resources):
+        for tag in unused_label_tags(api):  # free, but clutter the account's tag list
+            try:
+                api.delete_tag(tag)
+            except DigitalOceanAPIError:
+                pass  # a tag bills nothing: what is left is listed by nobody and harms nothing
     return verified_removals(resources, list_all(api), errors)

@@ -7,6 +7,7 @@ framework code itself.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
-    from skyward.plugins.registry import missing_plugin_error, registry
+    from skyward.plugins.registry import for_the_caller, missing_plugin_error, registry
 
     backend = registry.distributed_backends().get(name)
     if backend is None:
@@ -33,5 +34,5 @@ def __getattr__(name: str) -> Any:
                 f"skyward.distributed has no backend {name!r} (available: {available}); "
                 "a plugin can add one through the skyward_distributed_backends hook"
             )
-        raise error
+        raise for_the_caller(error, "skyward.distributed", sys._getframe(1)) from None
     return backend.factory

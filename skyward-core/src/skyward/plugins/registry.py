@@ -6,7 +6,9 @@ entry-point group or an explicit ``register`` call.
 
 from __future__ import annotations
 
+import dis
 import threading
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +35,8 @@ KNOWN_EXTRAS: Mapping[str, str] = {
     "S3Volume": "aws",
     "DigitalOcean": "digitalocean",
     "Verda": "verda",
+    "VastAI": "vastai",
+    "RunPod": "runpod",
     "torch": "torch",
     "transformers": "torch",
     "JoblibPool": "sklearn",
@@ -50,6 +54,21 @@ def missing_plugin_error(name: str, where: str = "skyward") -> AttributeError:
         f"{where}.{name} is provided by the skyward-{extra} plugin, which is not installed. "
         f"Install it with: pip install 'skyward[{extra}]'"
     )
+
+
+def for_the_caller(error: AttributeError, where: str, caller: types.FrameType) -> Exception:
+    """``error`` as a module ``__getattr__`` of ``where`` should raise it to ``caller``.
+
+    ``from skyward import AWS`` (``IMPORT_FROM``): Python would replace an AttributeError
+    with a bare "cannot import name", losing the install hint, so it becomes a
+    :class:`PluginMissingError` (an ImportError, which goes through). ``skyward.AWS``,
+    ``getattr`` and ``hasattr`` keep the AttributeError."""
+    code = caller.f_code.co_code
+    if 0 <= caller.f_lasti < len(code) and dis.opname[code[caller.f_lasti]] == "IMPORT_FROM":
+        from skyward.errors import PluginMissingError
+
+        return PluginMissingError(str(error), name=where)
+    return error
 
 
 def distribution_of(pm: pluggy.PluginManager, plugin: object) -> str:
