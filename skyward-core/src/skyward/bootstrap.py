@@ -95,7 +95,22 @@ apt_done() {  # wait for the apt packages installing in the background (no-op wh
 }"""
 
 
+UV_CACHE = 'export UV_CACHE_DIR="${UV_CACHE_DIR:-$SKYWARD_HOME/cache/uv}"'
+"""A cloud node's uv cache lives beside its environments. uv caches by default (in
+``$HOME/.cache/uv``), downloads 50 files at once and hardlinks from its cache into an
+environment, but a hardlink cannot cross filesystems: with ``$HOME`` on one and
+``$SKYWARD_HOME`` (AWS: /opt/skyward) on another, as a container's home on its overlay
+and a mounted disk can be, uv copies every file of every package instead (torch:
+gigabytes). Beside the environments, nodes sharing that disk share the cache too. A
+``UV_CACHE_DIR`` the machine already sets is kept; the Local provider keeps the user's
+own cache."""
+
+
 def _uv(ctx: BootstrapContext) -> str:
+    return _find_uv(ctx) if ctx.local else f"{UV_CACHE}\n{_find_uv(ctx)}"
+
+
+def _find_uv(ctx: BootstrapContext) -> str:
     if ctx.uv:
         return f'UV={_q(ctx.uv)}\n[ -x "$UV" ] || fail "uv not found at $UV"'
     # Stock Ubuntu cloud images have python3 but not python3-venv (no ensurepip), so
