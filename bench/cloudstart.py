@@ -3,8 +3,9 @@
 
 ``python bench/cloudstart.py --quick`` (CI: 1 and 4 nodes on the DigitalOcean fake) or
 ``--full`` (1, 4 and 16 nodes on moto's EC2, the DigitalOcean fake and the Verda fake;
-rewrites the results block of bench/README.md). The APIs answer at once (moto in this
-process, the fakes with a 0.05 s boot), every instance runs its own user-data in the
+rewrites the results block of bench/README.md). The APIs answer at once (moto in a
+process of its own, bench/moto_process.py, as a real API is not in the client's; the
+fakes with a 0.05 s boot), every instance runs its own user-data in the
 emulated-instance harness (skyward.testing), so each node really bootstraps: uv builds
 its environment from the offline mirror and starts the agent.
 
@@ -104,54 +105,71 @@ def without_machines(fake: Any) -> Iterator[None]:
 
 
 @contextmanager
-def aws_cloud() -> Iterator[Cloud]:
-    from aws.conftest import CLIENT_CIDR, FIXTURE_KEY_ID, FIXTURE_SECRET, REGION, _client
+def moto_inline(region: str) -> Iterator[str]:
+    """moto in this very process (``--moto inline``): how the benchmark ran before
+    bench/moto_process.py, kept to show what the emulator's share of this interpreter's
+    lock does to the ratio."""
+    from aws.moto_world import MotoServer, seed_public_images
+
+    server = MotoServer()
+    server.images = seed_public_images(region)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextmanager
+def aws_cloud(moto: str = "process") -> Iterator[Cloud]:
+    """moto's EC2 in a process of its own (bench/moto_process.py), as a real API is not in
+    the client's; ``moto="inline"`` runs it in this process instead."""
+    from aws.conftest import CLIENT_ADDRESS, FIXTURE_KEY_ID, FIXTURE_SECRET, REGION, _client
     from aws.emulator import HarnessEndpoints, MotoInstances
     from aws.listeners import Listeners
-    from aws.moto_world import MotoServer, seed_public_images
     from harness import EmulatedInstances
 
     import skyward
+    from bench.moto_process import moto_process
 
-    server = MotoServer()
-    server.images = seed_public_images(REGION)
-    os.environ.update(
-        AWS_ENDPOINT_URL=server.url,
-        AWS_ACCESS_KEY_ID=FIXTURE_KEY_ID,
-        AWS_SECRET_ACCESS_KEY=FIXTURE_SECRET,
-        AWS_DEFAULT_REGION=REGION,
-        AWS_EC2_METADATA_DISABLED="true",
-    )
-    box: dict[str, MotoInstances] = {}
-
-    def terminate(instance_id: str) -> None:  # what EC2 does when an instance powers off
-        box["moto"].terminate_from_inside(instance_id)
-
-    harness = EmulatedInstances(terminate)
-
-    def run_machines() -> None:
-        # after the API runs: their hundred-odd instances (terminated by then) never run
-        # in the harness, which slowed later bootstraps past any timeout when they did
-        if "moto" not in box:
-            box["moto"] = MotoInstances(_client("ec2", server.url), harness, poll_interval=0.05)
-
-    listeners = Listeners()
-    try:
-        yield Cloud(
-            config=skyward.AWS(
-                client_cidr=CLIENT_CIDR, bootstrap_timeout=600, endpoint_resolver=HarnessEndpoints(harness)
-            ),
-            # API phases alone: each instance's "agent" is a loopback listener (tests/aws/listeners.py)
-            api_config=skyward.AWS(client_cidr=CLIENT_CIDR, bootstrap_timeout=60, endpoint_resolver=listeners),
-            harness=harness,
-            run_machines=run_machines,
+    with moto_process(REGION) if moto == "process" else moto_inline(REGION) as url:
+        os.environ.update(
+            AWS_ENDPOINT_URL=url,
+            AWS_ACCESS_KEY_ID=FIXTURE_KEY_ID,
+            AWS_SECRET_ACCESS_KEY=FIXTURE_SECRET,
+            AWS_DEFAULT_REGION=REGION,
+            AWS_EC2_METADATA_DISABLED="true",
         )
-    finally:
-        listeners.close()
-        if "moto" in box:
-            box["moto"].close()
-        harness.close()
-        server.stop()
+        box: dict[str, MotoInstances] = {}
+
+        def terminate(instance_id: str) -> None:  # what EC2 does when an instance powers off
+            box["moto"].terminate_from_inside(instance_id)
+
+        harness = EmulatedInstances(terminate)
+
+        def run_machines() -> None:
+            # after the API runs: their hundred-odd instances (terminated by then) never run
+            # in the harness, which slowed later bootstraps past any timeout when they did
+            if "moto" not in box:
+                box["moto"] = MotoInstances(_client("ec2", url), harness, poll_interval=0.05)
+
+        listeners = Listeners()
+        try:
+            yield Cloud(
+                config=skyward.AWS(
+                    client_address=CLIENT_ADDRESS, bootstrap_timeout=600, endpoint_resolver=HarnessEndpoints(harness)
+                ),
+                # API phases alone: each instance's "agent" is a loopback listener (tests/aws/listeners.py)
+                api_config=skyward.AWS(
+                    client_address=CLIENT_ADDRESS, bootstrap_timeout=60, endpoint_resolver=listeners
+                ),
+                harness=harness,
+                run_machines=run_machines,
+            )
+        finally:
+            listeners.close()
+            if "moto" in box:
+                box["moto"].close()
+            harness.close()
 
 
 @contextmanager
@@ -198,8 +216,8 @@ def fake_cloud(name: str) -> Iterator[Cloud]:
         fake.stop()
 
 
-def cloud(name: str) -> Any:  # a context manager of Cloud
-    return aws_cloud() if name == "aws" else fake_cloud(name)
+def cloud(name: str, moto: str = "process") -> Any:  # a context manager of Cloud
+    return aws_cloud(moto) if name == "aws" else fake_cloud(name)
 
 
 # -- one start -----------------------------------------------------------------------------
@@ -346,14 +364,22 @@ def ratios(starts: list[Start]) -> dict[str, dict[str, float]]:
     return out
 
 
-def markdown(starts: list[Start], apis: list[Start], mode: str, plot: str | None, rounds: int) -> str:
+def markdown(
+    starts: list[Start], apis: list[Start], mode: str, plots: list[tuple[str, str]], rounds: int, command: str = ""
+) -> str:
+    """The README block. ``plots``: (what it shows, its path relative to bench/)."""
     lines = [
-        f"Cloud start ({mode}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores): seconds "
-        f"from `ComputePool(...)` to the first result, by phase (median of {rounds} starts each).",
-        "",
-        "| provider | nodes | prepare | provision | **API** | bootstrap | first result | total |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"Cloud start ({mode}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores)"
+        + (f": `{command}`." if command else "."),
     ]
+    if starts:
+        lines += [
+            "",
+            f"Seconds from `ComputePool(...)` to the first result, by phase (median of {rounds} starts each):",
+            "",
+            "| provider | nodes | prepare | provision | **API** | bootstrap | first result | total |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
     for s in starts:
         lines.append(
             f"| {s.provider} | {s.nodes} | {s.prepare:.2f} | {s.provision:.2f} | **{s.api:.2f}** | "
@@ -390,8 +416,8 @@ def markdown(starts: list[Start], apis: list[Start], mode: str, plot: str | None
         for s in stepped:
             cells = " | ".join(f"{s.steps.get(n, 0):.2f}" for n in names)
             lines.append(f"| {s.provider} | {s.nodes} | {cells} |")
-    if plot:
-        lines += ["", f"![cloud start by phase]({plot})"]
+    for alt, path in plots:
+        lines += ["", f"![{alt}]({path})"]
     return "\n".join(lines) + "\n"
 
 
@@ -414,6 +440,8 @@ def draw(starts: list[Start], path: Path) -> bool:
         bottom = [0.0] * len(mine)
         for phase, color in colors.items():
             values = [getattr(s, phase) for s in mine]
+            if not any(values):  # the API runs have no bootstrap
+                continue
             ax.bar(labels, values, bottom=bottom, color=color, label=phase)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         ax.set_title(provider)
@@ -463,6 +491,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--nodes", default="", help="comma-separated pool sizes (default: quick 1,4; full 1,4,16)")
     parser.add_argument("--rounds", type=int, default=0, help="starts per pool size, medians (quick 1, full 3)")
     parser.add_argument("--max-started", type=int, default=16, help="whole starts only up to this many nodes")
+    parser.add_argument(
+        "--moto",
+        choices=("process", "inline"),
+        default="process",
+        help="moto's EC2 in a process of its own (default, as a real API) or inline, in this one",
+    )
     parser.add_argument("--no-readme", action="store_true", help="full mode: do not rewrite bench/README.md")
     args = parser.parse_args(argv)
     reexec_isolated([str(Path(__file__).resolve()), *argv])
@@ -478,7 +512,7 @@ def main(argv: list[str]) -> int:
     starts: list[Start] = []
     apis: list[Start] = []
     for provider in providers:
-        with cloud(provider) as emulated:
+        with cloud(provider, args.moto) as emulated:
             with without_machines(emulated.fake):
                 api_once(provider, emulated.api_config, 1)  # warm-up: imports, connections
             # API runs interleave the sizes round by round: what an emulator accumulates
@@ -513,15 +547,21 @@ def main(argv: list[str]) -> int:
                 )
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = f"cloudstart-{mode_name}"
-    plot = RESULTS / f"{stem}.png"
-    drawn = draw(starts, plot)
+    plots = []
+    for drawn, name, alt in (
+        (starts, f"{stem}.png", "cloud start by phase, whole starts"),
+        (apis, f"{stem}-api.png", "the API phases alone, by provider and pool size"),
+    ):
+        if draw(drawn, RESULTS / name):
+            plots.append((alt, f"results/{name}"))
     as_json = {
         "starts": [{**asdict(s), "api": s.api} for s in starts],
         "api_alone": [{**asdict(s), "api": s.api} for s in apis],
         "ratios": ratios(apis),
     }
     (RESULTS / f"{stem}.json").write_text(json.dumps(as_json, indent=2))
-    block = markdown(starts, apis, mode_name, f"results/{plot.name}" if drawn else None, args.rounds)
+    command = " ".join(["python bench/cloudstart.py", *argv])
+    block = markdown(starts, apis, mode_name, plots, args.rounds, command)
     (RESULTS / f"{stem}.md").write_text(block)
     print(block)
     if full and not args.no_readme:

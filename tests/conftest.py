@@ -10,6 +10,11 @@ import pytest
 from skip_policy import required_import_skipped, required_imports
 
 _REQUIRED = required_imports((Path(__file__).resolve().parents[1] / "requirements-dev.txt").read_text())
+# uv's cache as this session found it: a test that moves HOME (to keep the user's key files
+# out of reach) still builds the checkout's wheels (skyward.wheels) from it, offline.
+_UV_CACHE = os.environ.get("UV_CACHE_DIR") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "uv"
+)
 
 
 def _fail_required_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
@@ -46,4 +51,5 @@ def _isolated_skyward_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch
     if home is None:
         home = str(tmp_path_factory.getbasetemp() / "skyward-home")
     monkeypatch.setenv("SKYWARD_HOME", home)
+    monkeypatch.setenv("UV_CACHE_DIR", _UV_CACHE)
     yield

@@ -6,11 +6,13 @@ tests/ on the path. Each provider's ``*_support`` module binds these to its fake
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -18,6 +20,9 @@ import pytest
 from fakes.http import FakeCloud
 from harness.netns import isolation_problem
 
+import skyward
+from skyward import compute, gather
+from skyward.errors import ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers.protocol import ProviderDriver
 
@@ -61,6 +66,60 @@ def finish(driver: ProviderDriver, nodes: Sequence[Any] = ()) -> None:
         driver.terminate(nodes)
     finally:
         driver.teardown()
+
+
+@contextmanager
+def launched(driver: ProviderDriver, spec: Any, events: list[Any]) -> Iterator[list[Any]]:
+    """The nodes :func:`run` launched; terminated and torn down after, whatever happened."""
+    nodes = run(driver, spec, events)
+    try:
+        yield nodes
+    finally:
+        finish(driver, nodes)
+
+
+def check_slow_then_stuck_api(
+    fake: Any,
+    make_driver: Callable[[Any], ProviderDriver],
+    config: Any,
+    stuck: tuple[str, str],
+    stuck_config: Any,
+    failure: str,
+    nothing_left: Callable[[Any], Mapping[str, Any]],
+) -> None:
+    """A slow API (0.1 s an answer) still starts a pool and leaves nothing; one stuck on the
+    ``stuck`` call (method, path) fails ``prepare`` with ``failure`` after ``stuck_config``'s
+    timeout and retries, not after the stuck answer."""
+    fake.slow(0.1)
+    driver = make_driver(config)
+    nodes = run(driver, make_spec(config), [])
+    finish(driver, nodes)
+    assert nothing_left(fake) == {}
+    fake.clear_faults()
+    fake.slow(3.0, *stuck)
+    driver = make_driver(stuck_config)
+    started = time.monotonic()
+    with pytest.raises(ProvisioningError, match=failure):
+        driver.prepare(make_spec(stuck_config), [].append)
+    assert time.monotonic() - started < 3.0 * 2
+    driver.teardown()
+
+
+def check_never_started_nodes_are_deleted(
+    fake: Any,
+    make_driver: Callable[[Any], ProviderDriver],
+    config: Any,
+    failure: str,
+    nothing_left: Callable[[Any], Mapping[str, Any]],
+) -> None:
+    """Machines that never start (``config.provision_timeout`` is short) fail the launch
+    with ``failure`` and are deleted."""
+    fake.boot_delay = 60.0
+    driver = make_driver(config)
+    with pytest.raises(ProvisioningError, match=failure):
+        run(driver, make_spec(config, nodes=2), [])
+    driver.teardown()
+    assert nothing_left(fake) == {}
 
 
 # -- isolation -----------------------------------------------------------------------------
@@ -164,6 +223,27 @@ def emulate(
         assert not harness.errors, harness.errors
 
 
+_CLIENT = """
+import sys, time
+import skyward as sky
+from {module} import {cls}
+
+config = {cls}(
+    {settings}address_url=sys.argv[1] + "/whoami", poll_interval=0.02, grace_period=2.0, bootstrap_timeout=120.0,
+)
+pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
+pool.open()
+print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
+time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
+"""
+
+
+def client_script(module: str, cls: str, settings: str) -> str:
+    """A :func:`vanish_client` script for provider ``cls`` of ``module``; ``settings``: its
+    own config arguments (``'api_url=sys.argv[1], '``; ``sys.argv[1]`` is the fake's URL)."""
+    return _CLIENT.format(module=module, cls=cls, settings=settings)
+
+
 def vanish_client(script: str, url: str) -> str:
     """Run ``script`` (a client that opens a one-node pool on the fake at ``url``, prints
     ``OPEN <instance id>`` and sleeps) and kill it once its pool is open, as a laptop
@@ -189,3 +269,60 @@ def wait_until(done: Callable[[], bool], timeout: float, interval: float = 0.1) 
     deadline = time.monotonic() + timeout
     while not done() and time.monotonic() < deadline:
         time.sleep(interval)
+
+
+@compute
+def where(x: int) -> tuple[int, str, int, int]:
+    """``x * x``, the agent's bind host, the node and the node count (this module is not an
+    installed distribution: the function travels to the nodes by value)."""
+    info = skyward.instance_info()
+    return x * x, os.environ.get("SKYWARD_BIND_HOST", ""), info.node, info.total_nodes
+
+
+def check_every_operator(pool: Any) -> None:
+    """``>>``, ``@`` and ``gather`` of :func:`where` on a two-node ``pool``: each node's
+    agent answers at its own machine's address."""
+
+    first = where(3) >> pool
+    assert first[0] == 9 and first[3] == 2
+    every = where(2) @ pool
+    assert sorted(r[2] for r in every) == [0, 1]
+    assert {r[1] for r in every} == {n.ip for n in pool.nodes}  # each node's agent at its machine's address
+    many = gather(*(where(i) for i in range(6))) >> pool
+    assert [r[0] for r in many] == [i * i for i in range(6)]
+
+
+def check_all_deleted(
+    world: World[Any],
+    seen: Sequence[object],
+    ids: Sequence[str],
+    machine: Callable[[str], Any],
+    nothing_left: Callable[[], Mapping[str, Any]],
+) -> None:
+    """After a two-node pool closed: its events in order, every machine (``machine(id)``:
+    the fake's record, with ``status`` and ``history``) deleted, not merely stopped, its
+    emulation ended, ``nothing_left()`` of the pool and no violation."""
+    from lifecycle_support import lifecycle_problems
+
+    assert lifecycle_problems(seen, nodes=2, priced=True) == []
+    assert all(machine(i).status == "deleted" for i in ids)  # deleted, not powered off or shut down
+    wait_until(lambda: not any(world.harness.is_running(i) for i in ids), timeout=10, interval=0.05)
+    assert not any(world.harness.is_running(i) for i in ids)
+    assert nothing_left() == {}
+    assert world.fake.violations == []
+    assert all(machine(i).history[-1] == "deleted" for i in ids)  # whether or not it stopped first
+
+
+def check_a_half_made_pool_leaves_nothing(
+    config: Any, failure: str, machines: Callable[[], Mapping[Any, Any]], nothing_left: Callable[[], Mapping[str, Any]]
+) -> None:
+    """A two-node pool whose second create fails (the test set that up) raises ``failure``,
+    and the one machine made (``machines()``: the fake's records) is deleted with the rest."""
+    from skyward import ComputePool
+
+    with pytest.raises(ProvisioningError, match=failure):
+        with ComputePool(provider=config, nodes=2, display="quiet"):
+            pass
+    made = list(machines().values())
+    assert len(made) == 1 and all(m.status == "deleted" for m in made)
+    assert nothing_left() == {}

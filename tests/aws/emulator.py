@@ -156,13 +156,26 @@ class MotoInstances:
             self._stop.wait(self.poll_interval)
 
     def _sync(self) -> None:
-        reservations = self.ec2.describe_instances()["Reservations"]
-        for instance in (i for r in reservations for i in r["Instances"]):
-            instance_id, state = instance["InstanceId"], instance["State"]["Name"]
-            if state == "running" and instance_id not in self.user_data:
+        # Every page (moto answers 100 reservations a page: after a hundred instances, a
+        # first page alone never showed a new one), and only what can change: running
+        # instances not started yet, and the started ones, to stop those EC2 stopped.
+        # Listing every terminated instance each poll cost the client's process more
+        # time, the more instances a session had made.
+        running = [{"Name": "instance-state-name", "Values": ["running"]}]
+        for instance in self._described(running):
+            if instance["InstanceId"] not in self.user_data:
                 self._start(instance)
-            elif state in ("shutting-down", "terminated", "stopping", "stopped") and instance_id in self.user_data:
-                self.harness.stop(instance_id, reason=f"{state} in EC2")
+        known = set(self.harness.started())
+        started = [i for i in self.user_data if i in known and not self.harness.instance(i).stopping]
+        if not started:
+            return
+        gone = {"Name": "instance-state-name", "Values": ["shutting-down", "terminated", "stopping", "stopped"]}
+        for instance in self._described([{"Name": "instance-id", "Values": started}, gone]):
+            self.harness.stop(instance["InstanceId"], reason=f"{instance['State']['Name']} in EC2")
+
+    def _described(self, filters: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
+        pages = self.ec2.get_paginator("describe_instances").paginate(Filters=filters)
+        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
 
     def _start(self, instance: Mapping[str, Any]) -> None:
         instance_id = instance["InstanceId"]

@@ -8,12 +8,14 @@ import json
 from typing import Any
 
 import pytest
+from do_support import CLIENT as DO_CLIENT
 from do_support import emulate as emulate_droplets
 from do_support import nothing_left as nothing_left_on_do
 from fakes.digitalocean import FakeDigitalOcean
 from fakes.verda import FakeVerda
 from providers_support import vanish_client
 from typer.testing import CliRunner
+from verda_support import CLIENT as VERDA_CLIENT
 from verda_support import emulate as emulate_verda
 from verda_support import nothing_left as nothing_left_on_verda
 
@@ -24,36 +26,6 @@ from skyward_verda.naming import parse_description
 pytestmark = [pytest.mark.cloud, pytest.mark.slow]
 
 runner = CliRunner()
-
-DO_CLIENT = """
-import sys, time
-import skyward as sky
-from skyward_digitalocean import DigitalOcean
-
-config = DigitalOcean(
-    region="tor1", api_url=sys.argv[1], address_url=sys.argv[1] + "/whoami", poll_interval=0.02,
-    grace_period=2.0, bootstrap_timeout=120.0,
-)
-pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
-pool.open()
-print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
-time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
-"""
-
-VERDA_CLIENT = """
-import sys, time
-import skyward as sky
-from skyward_verda import Verda
-
-config = Verda(
-    api_url=sys.argv[1] + "/v1", address_url=sys.argv[1] + "/whoami", poll_interval=0.02,
-    grace_period=2.0, bootstrap_timeout=120.0,
-)
-pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
-pool.open()
-print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
-time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
-"""
 
 
 def listed(app: Any, provider: str, pool_id: str) -> list[dict[str, Any]]:

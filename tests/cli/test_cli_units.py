@@ -277,6 +277,47 @@ def test_cache_ls_shows_size_and_last_use_and_clear_removes_all(
     assert list((tmp_path / "envs").iterdir()) == []
 
 
+def make_wheel(home: Path, name: str, built: float) -> Path:
+    entry = home / "wheels" / name
+    entry.mkdir(parents=True)
+    (entry / f"{name}-py3-none-any.whl").write_bytes(b"w" * 5000)
+    record = entry / "wheel.json"
+    record.write_text("{}")
+    os.utime(record, (built, built))
+    (home / "wheels" / f"{name}.lock").touch()
+    return entry
+
+
+def test_cache_lists_and_clears_the_wheels_built_for_cloud_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKYWARD_HOME", str(tmp_path))
+    now = time.time()
+    make_env(tmp_path, "aaa-111", now - 60)
+    make_wheel(tmp_path, "skyward_core-0123abcd", now - 3600)
+    make_wheel(tmp_path, "skyward_aws-4567ef01", now - 10)
+    (tmp_path / "wheels" / ".build-xyz").mkdir()  # a build under way is not an entry
+    listed = runner.invoke(app_for(MoonSession([])), ["cache", "ls", "--json"])
+    shown = json.loads(listed.stdout)
+    assert [e["name"] for e in shown["environments"]] == ["aaa-111"]
+    assert [w["name"] for w in shown["wheels"]] == ["skyward_aws-4567ef01", "skyward_core-0123abcd"]
+    assert all(w["kind"] == "wheel" and w["complete"] and w["size"] >= 5000 for w in shown["wheels"])
+    table = runner.invoke(app_for(MoonSession([])), ["cache", "ls"])
+    assert "cached wheels" in table.stdout and "1 environment(s), 2 wheel(s)" in table.stdout
+    one = runner.invoke(app_for(MoonSession([])), ["cache", "clear", "--yes", "skyward_core-0123abcd"])
+    assert one.exit_code == 0, one.output
+    assert sorted(p.name for p in (tmp_path / "wheels").iterdir()) == [
+        ".build-xyz",
+        "skyward_aws-4567ef01",
+        "skyward_aws-4567ef01.lock",
+    ]
+    everything = runner.invoke(app_for(MoonSession([])), ["cache", "clear", "--yes"])
+    assert everything.exit_code == 0, everything.output
+    assert list((tmp_path / "envs").iterdir()) == [] and [p.name for p in (tmp_path / "wheels").iterdir()] == [
+        ".build-xyz"
+    ]
+
+
 def test_cache_clear_keeps_an_environment_a_process_runs_in(tmp_path: Path) -> None:
     env = make_env(tmp_path, "ccc-333", time.time())
     (cached,) = envcache.environments(tmp_path)

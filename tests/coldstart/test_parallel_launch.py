@@ -30,3 +30,23 @@ def test_aws_sends_every_nodes_launch_call_at_once(aws: AwsWorld) -> None:
     assert len(handles) == 4
     assert len(aws.proxy.actions("RunInstances")) == 4
     assert aws.proxy.most_in_flight["RunInstances"] == 4  # one after another, it was 1
+
+
+def test_sixteen_aws_nodes_are_polled_with_one_describe_instances_call(aws: AwsWorld) -> None:
+    listeners = Listeners()
+    provider = AWS(client_address=CLIENT_ADDRESS, endpoint_resolver=listeners, bootstrap_timeout=10)
+    spec = make_spec(provider, nodes=16, accelerator="T4", spot="never")
+    sleeps: list[float] = []
+    driver = make_driver(provider, sleeps)
+    driver.prepare(spec, lambda e: None)
+    before = len(aws.proxy.actions("DescribeInstances"))
+    handles = []
+    try:
+        handles = driver.launch(spec, trivial_user_data, lambda e: None)
+        polls = len(aws.proxy.actions("DescribeInstances")) - before
+    finally:
+        driver.terminate(handles)
+        driver.teardown()
+        listeners.close()
+    assert len(handles) == 16 and len(aws.proxy.actions("RunInstances")) == 16
+    assert polls == 1 and sleeps == []  # moto's instances run at once: one look covers all sixteen

@@ -10,12 +10,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from fakes.digitalocean import FakeDigitalOcean
-from providers_support import World, finish, make_spec, run
+from providers_support import World, client_script, finish, make_spec, run
 from providers_support import emulate as emulate_on
 
 from skyward_digitalocean.naming import COMMON_TAG
 
-__all__ = ["DropletWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
+__all__ = ["CLIENT", "DropletWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
 
 DropletWorld = World[FakeDigitalOcean]
 
@@ -60,3 +60,7 @@ def _copy_disks_on_snapshots(fake: FakeDigitalOcean, world: DropletWorld) -> Non
 
 def _home(directory: Path) -> Path:
     return directory / "home" / ".skyward"
+
+
+CLIENT = client_script("skyward_digitalocean", "DigitalOcean", 'region="tor1", api_url=sys.argv[1], ')
+"""A client that opens a one-node pool on the fake DigitalOcean and waits to be killed."""

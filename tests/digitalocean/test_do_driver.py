@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from do_support import finish, make_spec, nothing_left, run
 from fakes.digitalocean import FakeDigitalOcean
+from providers_support import check_never_started_nodes_are_deleted, check_slow_then_stuck_api, launched
 
 from skyward.errors import NoOfferError, ProvisioningError
 from skyward.events import BootstrapStarting, InstanceLaunching, InstanceProvisioned, Notice
@@ -25,11 +26,8 @@ pytestmark = pytest.mark.cloud
 
 
 def test_a_pool_of_two_droplets_and_nothing_left_after(fake_do: FakeDigitalOcean, do_config: DigitalOcean) -> None:
-    spec = make_spec(do_config, nodes=2, accelerator="H100")
-    driver = DigitalOceanDriver(do_config)
-    events: list[Any] = []
-    nodes = run(driver, spec, events)
-    try:
+    spec, events = make_spec(do_config, nodes=2, accelerator="H100"), []
+    with launched(DigitalOceanDriver(do_config), spec, events) as nodes:
         assert [n.node for n in nodes] == [0, 1]
         droplets = [fake_do.droplets[int(n.instance_id)] for n in nodes]
         for node, droplet in zip(nodes, droplets, strict=True):
@@ -56,8 +54,6 @@ def test_a_pool_of_two_droplets_and_nothing_left_after(fake_do: FakeDigitalOcean
         assert kinds.count(InstanceProvisioned) == 2 and kinds.count(BootstrapStarting) == 2
         launching = next(e for e in events if isinstance(e, InstanceLaunching))
         assert (launching.count, launching.instance_type, launching.provider) == (2, "gpu-h100x1-80gb", "digitalocean")
-    finally:
-        finish(driver, nodes)
     assert nothing_left(fake_do) == {}
     assert fake_do.violations == []
     assert all(d.history[-1] == "deleted" for d in fake_do.droplets.values())
@@ -175,36 +171,22 @@ def test_a_lost_create_response_is_swept_by_tag(fake_do: FakeDigitalOcean, do_co
 
 
 def test_slow_api_still_works_and_a_stuck_one_fails(fake_do: FakeDigitalOcean, do_config: DigitalOcean) -> None:
-    fake_do.slow(0.1)
-    driver = DigitalOceanDriver(do_config)
-    nodes = run(driver, make_spec(do_config), [])
-    finish(driver, nodes)
-    assert nothing_left(fake_do) == {}
-    fake_do.clear_faults()
-    fake_do.slow(3.0, "GET", "/v2/sizes")
-    config = DigitalOcean(
+    stuck = DigitalOcean(
         region="tor1", api_url=fake_do.url, address_url=f"{fake_do.url}/whoami", api_timeout=0.5, api_retries=2,
         api_backoff=0.01,
     )  # fmt: skip
-    driver = DigitalOceanDriver(config)
-    started = time.monotonic()
-    with pytest.raises(ProvisioningError, match="list sizes failed"):
-        driver.prepare(make_spec(config), [].append)
-    assert time.monotonic() - started < 3.0 * 2
-    driver.teardown()
+    check_slow_then_stuck_api(
+        fake_do, DigitalOceanDriver, do_config, ("GET", "/v2/sizes"), stuck, "list sizes failed", nothing_left
+    )
 
 
 def test_droplets_that_never_start_time_out_and_are_deleted(fake_do: FakeDigitalOcean, do_token: str) -> None:
-    fake_do.boot_delay = 60.0
     config = DigitalOcean(
         region="tor1", api_url=fake_do.url, address_url=f"{fake_do.url}/whoami", provision_timeout=0.3,
         poll_interval=0.02,
     )  # fmt: skip
-    driver = DigitalOceanDriver(config)
-    with pytest.raises(ProvisioningError, match=r"not active within provision_timeout=0\.3"):
-        run(driver, make_spec(config, nodes=2), [])
-    driver.teardown()
-    assert nothing_left(fake_do) == {}
+    failure = r"not active within provision_timeout=0\.3"
+    check_never_started_nodes_are_deleted(fake_do, DigitalOceanDriver, config, failure, nothing_left)
 
 
 def test_if_available_runs_on_demand(fake_do: FakeDigitalOcean, do_config: DigitalOcean) -> None:
@@ -261,3 +243,16 @@ def test_the_reaper_on_its_own(fake_do: FakeDigitalOcean, do_config: DigitalOcea
     result = reap(do_config)
     assert [d[0] for d in result.droplets] == [gone] and result.failures == ()
     assert fake_do.droplets[gone].status == "deleted"
+
+
+def test_a_leftover_the_reaper_cannot_delete_is_named_like_one_it_deleted(
+    fake_do: FakeDigitalOcean, do_config: DigitalOcean
+) -> None:
+    from skyward_digitalocean import reap
+
+    stuck = fake_do.add_droplet(name="sky-0000000e-0", tags=[COMMON_TAG, pool_tag("sky-0000000e", 10**9)])
+    fake_do.fail("DELETE", rf"/v2/droplets/{stuck}", 422, {"id": "unprocessable_entity", "message": "locked"})
+    result = reap(do_config)
+    assert result.droplets == ()
+    assert [f.split(": ")[0] for f in result.failures] == [f"droplet sky-0000000e-0 ({stuck})"]  # name, then id
+    assert fake_do.droplets[stuck].status != "deleted"  # tried again by the next reaper

@@ -5,24 +5,17 @@ from __future__ import annotations
 
 import os
 
+import providers_support as shared
 import pytest
-from do_support import DropletWorld, emulate, nothing_left
+from do_support import CLIENT, DropletWorld, emulate, nothing_left
 from fakes.digitalocean import FakeDigitalOcean
-from lifecycle_support import lifecycle_problems
 from providers_support import vanish_client, wait_until
 
 import skyward
-from skyward import ComputePool, compute, gather
-from skyward.errors import ProvisioningError
+from skyward import ComputePool, compute
 from skyward_digitalocean import DigitalOcean
 
 pytestmark = pytest.mark.cloud
-
-
-@compute
-def where(x: int) -> tuple[int, str, int, int]:
-    info = skyward.instance_info()
-    return x * x, os.environ.get("SKYWARD_BIND_HOST", ""), info.node, info.total_nodes
 
 
 def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld, do_config: DigitalOcean) -> None:
@@ -36,47 +29,16 @@ def test_pool_runs_on_emulated_droplets_and_deletes_them(droplets: DropletWorld,
         user_data = [fake.droplets[int(i)].user_data for i in ids]
         assert all("# Skyward bootstrap for image" in u and "-m skyward.agent" in u for u in user_data)
         assert not any(fake.token in u for u in user_data)
-        first = where(3) >> pool
-        assert first[0] == 9 and first[3] == 2
-        every = where(2) @ pool
-        assert sorted(r[2] for r in every) == [0, 1]
-        assert {r[1] for r in every} == {n.ip for n in pool.nodes}  # each node's agent at its droplet's address
-        many = gather(*(where(i) for i in range(6))) >> pool
-        assert [r[0] for r in many] == [i * i for i in range(6)]
+        shared.check_every_operator(pool)
         assert all(fake.droplets[int(i)].status == "active" for i in ids)
-    assert lifecycle_problems(seen, nodes=2, priced=True) == []
-    assert all(fake.droplets[int(i)].status == "deleted" for i in ids)  # deleted, not powered off
-    wait_until(lambda: not any(harness.is_running(i) for i in ids), timeout=10, interval=0.05)
-    assert not any(harness.is_running(i) for i in ids)
-    assert nothing_left(fake) == {}
-    assert fake.violations == []
-    assert all(fake.droplets[int(i)].history[-1] == "deleted" for i in ids)  # whether or not it powered off first
+    shared.check_all_deleted(droplets, seen, ids, lambda i: fake.droplets[int(i)], lambda: nothing_left(fake))
 
 
 def test_a_pool_that_fails_halfway_leaves_nothing(droplets: DropletWorld, do_config: DigitalOcean) -> None:
     fake = droplets.fake
     fake.capacity[("s-1vcpu-1gb", "tor1")] = 1
-    with pytest.raises(ProvisioningError, match="no capacity for s-1vcpu-1gb in tor1"):
-        with ComputePool(provider=do_config, nodes=2, display="quiet"):
-            pass
-    assert len(fake.droplets) == 1 and all(d.status == "deleted" for d in fake.droplets.values())
-    assert nothing_left(fake) == {}
-
-
-CLIENT = """
-import sys, time
-import skyward as sky
-from skyward_digitalocean import DigitalOcean
-
-config = DigitalOcean(
-    region="tor1", api_url=sys.argv[1], address_url=sys.argv[1] + "/whoami", poll_interval=0.02,
-    grace_period=2.0, bootstrap_timeout=120.0,
-)
-pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
-pool.open()
-print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
-time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
-"""
+    failure = "no capacity for s-1vcpu-1gb in tor1"
+    shared.check_a_half_made_pool_leaves_nothing(do_config, failure, lambda: fake.droplets, lambda: nothing_left(fake))
 
 
 @pytest.mark.slow
@@ -102,7 +64,7 @@ def test_a_vanished_client_leaves_a_billed_droplet_that_the_next_pool_deletes(
         assert not world.harness.is_running(droplet_id)
         # the next pool from this account deletes it before it makes anything
         with ComputePool(provider=do_config, nodes=1, display="quiet") as pool:
-            assert (where(4) >> pool)[0] == 16
+            assert (shared.where(4) >> pool)[0] == 16
             assert droplet.status == "deleted"
         assert droplet.history == ["new", "active", "off", "deleted"]
         # its firewall and key (free) go once its pool's expiry has passed

@@ -23,27 +23,25 @@ def _api(config: RunPod) -> RunPodAPI:
     return RunPodAPI(config, sleep=lambda _s: None)
 
 
-def test_a_server_error_on_a_read_is_repeated_but_never_on_a_deploy(
-    fake_runpod: FakeRunPod, runpod_config: RunPod
-) -> None:
-    api = _api(runpod_config)
-    fake_runpod.fail("POST", "/graphql", 502, {"errors": [{"message": "bad gateway"}]}, times=1, process=True)
+def test_a_server_error_on_a_read_is_repeated_but_never_on_a_deploy(fake: FakeRunPod, config: RunPod) -> None:
+    api = _api(config)
+    fake.fail("POST", "/graphql", 502, {"errors": [{"message": "bad gateway"}]}, times=1, process=True)
     assert api.pods() == []  # repeated after the 502
-    fake_runpod.fail("POST", "/graphql", 502, {"errors": [{"message": "bad gateway"}]}, times=1, process=True)
+    fake.fail("POST", "/graphql", 502, {"errors": [{"message": "bad gateway"}]}, times=1, process=True)
     with pytest.raises(APIError, match="502"):
         api.deploy(dict(POD), spot=False)
-    assert len(fake_runpod.pods) == 1  # the server made it once; it was not asked again
-    assert fake_runpod.count("POST", "/graphql", 502) == 2
+    assert len(fake.pods) == 1  # the server made it once; it was not asked again
+    assert fake.count("POST", "/graphql", 502) == 2
 
 
-def test_a_refused_key_is_an_error_that_does_not_show_the_key(fake_runpod: FakeRunPod, runpod_config: RunPod) -> None:
-    api = RunPodAPI(runpod_config, key="rpa_WRONGWRONGWRONG")
+def test_a_refused_key_is_an_error_that_does_not_show_the_key(fake: FakeRunPod, config: RunPod) -> None:
+    api = RunPodAPI(config, key="rpa_WRONGWRONGWRONG")
     with pytest.raises(APIError, match="401") as caught:
         api.gpu_types()
     assert "rpa_WRONG" not in str(caught.value) and API_KEY not in str(caught.value)
 
 
-def test_graphql_errors_become_api_errors_with_the_message(fake_runpod: FakeRunPod, runpod_config: RunPod) -> None:
-    fake_runpod.no_capacity(spot=False)
+def test_graphql_errors_become_api_errors_with_the_message(fake: FakeRunPod, config: RunPod) -> None:
+    fake.no_capacity(spot=False)
     with pytest.raises(APIError, match="no longer any instances available"):
-        _api(runpod_config).deploy(dict(POD), spot=False)
+        _api(config).deploy(dict(POD), spot=False)

@@ -56,5 +56,5 @@ class RunPodUnderTest:
 
 class TestRunPodConformance(ProviderConformance):
     @pytest.fixture
-    def cloud(self, runpod_world: World[FakeRunPod], runpod_key: str) -> CloudUnderTest:
-        return RunPodUnderTest(runpod_world)
+    def cloud(self, world: World[FakeRunPod], api_key: str) -> CloudUnderTest:
+        return RunPodUnderTest(world)

@@ -61,5 +61,5 @@ class VastAIUnderTest:
 
 class TestVastAIConformance(ProviderConformance):
     @pytest.fixture
-    def cloud(self, vast_world: World[FakeVastAI], vast_key: str) -> CloudUnderTest:
-        return VastAIUnderTest(vast_world)
+    def cloud(self, world: World[FakeVastAI], api_key: str) -> CloudUnderTest:
+        return VastAIUnderTest(world)

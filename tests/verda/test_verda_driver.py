@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fakes.verda import CLIENT_ID, FakeVerda
+from providers_support import check_never_started_nodes_are_deleted, check_slow_then_stuck_api, launched
 from verda_support import finish, make_spec, nothing_left, run
 
 import skyward as sky
@@ -27,10 +28,8 @@ pytestmark = pytest.mark.cloud
 
 def test_a_pool_of_two_and_nothing_left_after(fake_verda: FakeVerda, verda_config: Verda) -> None:
     spec = make_spec(verda_config, nodes=2, accelerator="H100")
-    driver = VerdaDriver(verda_config)
     events: list[Any] = []
-    nodes = run(driver, spec, events)
-    try:
+    with launched(VerdaDriver(verda_config), spec, events) as nodes:
         instances = [fake_verda.instances[n.instance_id] for n in nodes]
         assert [n.node for n in nodes] == [0, 1]
         for node, instance in zip(nodes, instances, strict=True):
@@ -49,8 +48,6 @@ def test_a_pool_of_two_and_nothing_left_after(fake_verda: FakeVerda, verda_confi
         launching = next(e for e in events if isinstance(e, InstanceLaunching))
         assert (launching.count, launching.instance_type, launching.provider) == (2, "1H100.80S.30V", "verda")
         assert sum(isinstance(e, InstanceProvisioned) for e in events) == 2
-    finally:
-        finish(driver, nodes)
     assert nothing_left(fake_verda) == {}  # instances, their OS volumes, scripts, key
     assert fake_verda.violations == []
     assert fake_verda.grants == ["client_credentials"]
@@ -192,30 +189,17 @@ def test_bad_credentials_fail_clearly(fake_verda: FakeVerda, verda_config: Verda
 
 
 def test_slow_api_still_works_and_a_stuck_one_fails(fake_verda: FakeVerda, verda_config: Verda) -> None:
-    fake_verda.slow(0.1)
-    driver = VerdaDriver(verda_config)
-    nodes = run(driver, make_spec(verda_config), [])
-    finish(driver, nodes)
-    assert nothing_left(fake_verda) == {}
-    fake_verda.clear_faults()
-    fake_verda.slow(3.0, "GET", "/v1/instance-types")
-    config = replace(verda_config, api_timeout=0.5, api_retries=2)
-    driver = VerdaDriver(config)
-    started = time.monotonic()
-    with pytest.raises(ProvisioningError, match="list instance types failed"):
-        driver.prepare(make_spec(config), [].append)
-    assert time.monotonic() - started < 6.0
-    driver.teardown()
+    stuck = replace(verda_config, api_timeout=0.5, api_retries=2)
+    failure = "list instance types failed"
+    check_slow_then_stuck_api(
+        fake_verda, VerdaDriver, verda_config, ("GET", "/v1/instance-types"), stuck, failure, nothing_left
+    )
 
 
 def test_instances_that_never_start_time_out_and_are_deleted(fake_verda: FakeVerda, verda_config: Verda) -> None:
-    fake_verda.boot_delay = 60.0
     config = replace(verda_config, provision_timeout=0.3)
-    driver = VerdaDriver(config)
-    with pytest.raises(ProvisioningError, match=r"not running within provision_timeout=0\.3"):
-        run(driver, make_spec(config, nodes=2), [])
-    driver.teardown()
-    assert nothing_left(fake_verda) == {}
+    failure = r"not running within provision_timeout=0\.3"
+    check_never_started_nodes_are_deleted(fake_verda, VerdaDriver, config, failure, nothing_left)
 
 
 def test_a_lost_deploy_response_is_swept(fake_verda: FakeVerda, verda_config: Verda) -> None:

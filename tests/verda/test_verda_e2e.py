@@ -3,27 +3,17 @@ script run by the emulated-instance harness (tests/harness)."""
 
 from __future__ import annotations
 
-import os
-
+import providers_support as shared
 import pytest
 from fakes.verda import FakeVerda
-from lifecycle_support import lifecycle_problems
 from providers_support import vanish_client, wait_until
-from verda_support import InstanceWorld, emulate, nothing_left
+from verda_support import CLIENT, InstanceWorld, emulate, nothing_left
 
-import skyward
-from skyward import ComputePool, compute, gather
-from skyward.errors import ProvisioningError
+from skyward import ComputePool
 from skyward_verda import Verda, reap
 from skyward_verda.naming import parse_description
 
 pytestmark = pytest.mark.cloud
-
-
-@compute
-def where(x: int) -> tuple[int, str, int, int]:
-    info = skyward.instance_info()
-    return x * x, os.environ.get("SKYWARD_BIND_HOST", ""), info.node, info.total_nodes
 
 
 def test_pool_runs_on_emulated_instances_and_deletes_them(instances: InstanceWorld, verda_config: Verda) -> None:
@@ -40,46 +30,16 @@ def test_pool_runs_on_emulated_instances_and_deletes_them(instances: InstanceWor
         scripts = [fake.scripts[fake.instances[i].startup_script_id or ""]["script"] for i in ids]
         assert all("# Skyward bootstrap for image" in s and "-m skyward.agent" in s for s in scripts)
         assert not any(fake.client_id in s or fake.client_secret in s for s in scripts)
-        first = where(3) >> pool
-        assert first[0] == 9 and first[3] == 2
-        every = where(2) @ pool
-        assert sorted(r[2] for r in every) == [0, 1]
-        assert {r[1] for r in every} == {n.ip for n in pool.nodes}
-        many = gather(*(where(i) for i in range(6))) >> pool
-        assert [r[0] for r in many] == [i * i for i in range(6)]
-    assert lifecycle_problems(seen, nodes=2, priced=True) == []
-    assert all(fake.instances[i].status == "deleted" for i in ids)
-    wait_until(lambda: not any(harness.is_running(i) for i in ids), timeout=10, interval=0.05)
-    assert not any(harness.is_running(i) for i in ids)
-    assert nothing_left(fake) == {}  # instances, OS volumes, startup scripts, SSH key
-    assert fake.violations == []
-    assert all(fake.instances[i].history[-1] == "deleted" for i in ids)  # whether or not it shut down first
+        shared.check_every_operator(pool)
+    shared.check_all_deleted(instances, seen, ids, lambda i: fake.instances[i], lambda: nothing_left(fake))
 
 
 def test_a_pool_that_fails_halfway_leaves_nothing(instances: InstanceWorld, verda_config: Verda) -> None:
     fake = instances.fake
     fake.fail("POST", "/v1/instances", 400, {"code": "invalid_request", "message": "Quota exceeded"}, after=1)
-    with pytest.raises(ProvisioningError, match="Quota exceeded"):
-        with ComputePool(provider=verda_config, nodes=2, display="quiet"):
-            pass
-    assert len(fake.instances) == 1 and all(i.status == "deleted" for i in fake.instances.values())
-    assert nothing_left(fake) == {}
-
-
-CLIENT = """
-import sys, time
-import skyward as sky
-from skyward_verda import Verda
-
-config = Verda(
-    api_url=sys.argv[1] + "/v1", address_url=sys.argv[1] + "/whoami", poll_interval=0.02,
-    grace_period=2.0, bootstrap_timeout=120.0,
-)
-pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
-pool.open()
-print("OPEN", *[n.instance_id for n in pool.nodes], flush=True)
-time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
-"""
+    shared.check_a_half_made_pool_leaves_nothing(
+        verda_config, "Quota exceeded", lambda: fake.instances, lambda: nothing_left(fake)
+    )
 
 
 @pytest.mark.slow
@@ -97,7 +57,7 @@ def test_a_vanished_client_leaves_a_shut_down_instance_that_the_next_pool_delete
         assert instance.status == "offline" and world.stopped == [instance_id]
         assert fake_verda.volumes[instance.os_volume_id] == "attached"  # still billed
         with ComputePool(provider=verda_config, nodes=1, display="quiet") as pool:
-            assert (where(4) >> pool)[0] == 16
+            assert (shared.where(4) >> pool)[0] == 16
             assert instance.status == "deleted"
         assert fake_verda.volumes[instance.os_volume_id] == "deleted"
         mark = parse_description(instance.description)

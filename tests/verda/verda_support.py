@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fakes.verda import FakeVerda
-from providers_support import World, finish, make_spec, run
+from providers_support import World, client_script, finish, make_spec, run
 from providers_support import emulate as emulate_on
 
-__all__ = ["InstanceWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
+__all__ = ["CLIENT", "InstanceWorld", "emulate", "finish", "make_spec", "nothing_left", "run"]
 
 InstanceWorld = World[FakeVerda]
 
@@ -22,3 +22,7 @@ def nothing_left(fake: FakeVerda) -> dict[str, list[str]]:
 def emulate(fake: FakeVerda, *, shutdown_time_scale: float = 1.0) -> Iterator[InstanceWorld]:
     # An instance that powers itself off stays, offline (and with its disk, still billed).
     yield from emulate_on(fake, fake.shut_down, shutdown_time_scale=shutdown_time_scale)
+
+
+CLIENT = client_script("skyward_verda", "Verda", 'api_url=sys.argv[1] + "/v1", ')
+"""A client that opens a one-node pool on the fake Verda and waits to be killed."""

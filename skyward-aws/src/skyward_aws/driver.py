@@ -27,7 +27,6 @@ from skyward.baking import BakedImage, Bakery
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, SkywardError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
-from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
 from skyward.providers.protocol import EventSink, NodeHandle
 from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, min_spot_nodes, normalize_spot, wants_spot
 from skyward_aws import ami, baking, iam, infra, interruption, launch, offers, resources
@@ -258,7 +257,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
     def _environment_context(self) -> BootstrapContext:
         """What every node's environment is built from (its key), without per-node steps:
         the template's cloud context with AWS's NODE_HOME."""
-        return replace(cloud_bootstrap_context(), home=NODE_HOME)
+        return replace(self.shared_context(), home=NODE_HOME)
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         chosen = self.plan(spec, emit)

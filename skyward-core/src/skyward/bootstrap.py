@@ -10,13 +10,16 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote
 
-from skyward.agent.config import CONFIG_END, ENV_VAR, STEP_MARKER, STEPS_ENV
+from skyward.agent.config import BIND_HOST_ENV, CONFIG_END, ENV_VAR, STEP_MARKER, STEPS_ENV
 from skyward.image import BootstrapContext, Image
 
 ENV_COMPLETE = ".skyward-complete"
 TTL_MARKER = "/tmp/skyward-ttl-armed"
 STEP_TIMES = "bootstrap-times"  # one line per step: its name and when it began (Unix seconds)
 BAKED_STEP = "baked"
+WHEELS_STEP = "wheels"
+WHEELS_DIR = "wheels"  # under $SKYWARD_HOME on a node: the wheels the client sent
+_STAGE_END = "SKYWARD_WHEEL_STAGE_END"
 
 
 def _q(value: str) -> str:
@@ -92,7 +95,22 @@ apt_done() {  # wait for the apt packages installing in the background (no-op wh
 }"""
 
 
+UV_CACHE = 'export UV_CACHE_DIR="${UV_CACHE_DIR:-$SKYWARD_HOME/cache/uv}"'
+"""A cloud node's uv cache lives beside its environments. uv caches by default (in
+``$HOME/.cache/uv``), downloads 50 files at once and hardlinks from its cache into an
+environment, but a hardlink cannot cross filesystems: with ``$HOME`` on one and
+``$SKYWARD_HOME`` (AWS: /opt/skyward) on another, as a container's home on its overlay
+and a mounted disk can be, uv copies every file of every package instead (torch:
+gigabytes). Beside the environments, nodes sharing that disk share the cache too. A
+``UV_CACHE_DIR`` the machine already sets is kept; the Local provider keeps the user's
+own cache."""
+
+
 def _uv(ctx: BootstrapContext) -> str:
+    return _find_uv(ctx) if ctx.local else f"{UV_CACHE}\n{_find_uv(ctx)}"
+
+
+def _find_uv(ctx: BootstrapContext) -> str:
     if ctx.uv:
         return f'UV={_q(ctx.uv)}\n[ -x "$UV" ] || fail "uv not found at $UV"'
     # Stock Ubuntu cloud images have python3 but not python3-venv (no ensurepip), so
@@ -117,7 +135,8 @@ def environment_key(image: Image, ctx: BootstrapContext) -> str:
     running yesterday's skyward next to today's client.
     """
     requirements = [r for r in (ctx.skyward_requirement, *ctx.pinned) if r]
-    extra = json.dumps([*requirements, ctx.python_executable, *map(local_source_digest, requirements)])
+    wheels = [w.sha256 for w in ctx.wheels]
+    extra = json.dumps([*requirements, ctx.python_executable, *map(local_source_digest, requirements), *wheels])
     return f"{image.content_hash()}-{hashlib.sha256(extra.encode()).hexdigest()[:8]}"
 
 
@@ -151,8 +170,10 @@ def _deps(image: Image, ctx: BootstrapContext) -> str:
     key = environment_key(image, ctx)
     python = ctx.python_executable or image.python
     index = f"--extra-index-url {_q(image.pip_extra_index_url)} " if image.pip_extra_index_url else ""
-    packages = " ".join(_q(p) for p in (*image.pip, *(ctx.skyward_requirement or "skyward-core",), *ctx.pinned))
+    skyward = (ctx.skyward_requirement,) if ctx.skyward_requirement else () if ctx.wheels else ("skyward-core",)
+    packages = " ".join(_q(p) for p in (*image.pip, *skyward, *ctx.pinned))
     building = _step("skyward").replace("\n", "\n  ")
+    wheels = _wheels(ctx)  # not indented: it holds a here-document of Python
     return f"""ENV_DIR="$SKYWARD_HOME/envs/{key}"
 mkdir -p "$SKYWARD_HOME/envs"
 exec 9>"$ENV_DIR.lock"
@@ -165,10 +186,42 @@ if [ ! -f "$ENV_DIR/{ENV_COMPLETE}" ]; then
   }}
   # built while apt runs; a build that needed a system package is tried again after it
   build_env || {{ apt_done; build_env; }} || fail "could not build the Python environment"
+  {wheels}
   touch "$ENV_DIR/{ENV_COMPLETE}"
 fi
 flock -u 9
 PY="$ENV_DIR/bin/python\""""
+
+
+def _wheels(ctx: BootstrapContext) -> str:
+    """Receive the client's wheels (``skyward.wheels.stage``, on the agent's endpoint with
+    the agent's keys) and install them without dependencies (those came from the index)."""
+    if not ctx.wheels:
+        return "# skyward and its plugins came from the index"
+    from skyward.wheels import stage
+
+    source = Path(stage.__file__).read_text()
+    named = " ".join(_q(f"{w.sha256}={w.filename}") for w in ctx.wheels)
+    files = " ".join(f'"$SKYWARD_HOME/{WHEELS_DIR}/"{_q(w.filename)}' for w in ctx.wheels)
+    return f"""{_step(WHEELS_STEP)}
+cat >"$SKYWARD_HOME/wheel_stage.py" <<'{_STAGE_END}'
+{source.strip()}
+{_STAGE_END}
+"$ENV_DIR/bin/python" "$SKYWARD_HOME/wheel_stage.py" "$SKYWARD_HOME/{WHEELS_DIR}" "${{{BIND_HOST_ENV}:-}}" {named} \\
+  <<<"$AGENT_CONFIG" || fail "the client's wheels did not arrive intact"
+"$UV" pip install --quiet --no-deps --python "$ENV_DIR/bin/python" {files}"""
+
+
+def _agent_config_variable(ctx: BootstrapContext) -> str:
+    """With wheels, the agent's config is read once into a shell variable (never exported:
+    no process's environment holds it) and fed on stdin to both the wheel stage and the
+    agent, so its one line is in the user-data once."""
+    config = ctx.agent_env.get(ENV_VAR)
+    if not ctx.wheels:
+        return ""
+    if config is None:
+        raise ValueError("BootstrapContext.wheels needs the agent's config (its endpoint and keys) in agent_env")
+    return f"IFS= read -r AGENT_CONFIG <<'{CONFIG_END}' || true\n{config}\n{CONFIG_END}"
 
 
 def _from_baked(image: Image, ctx: BootstrapContext, environment: str) -> str:
@@ -236,6 +289,7 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         f'SKYWARD_HOME="${{SKYWARD_HOME:-{home}}}"',
         'mkdir -p "$SKYWARD_HOME"',
         "STEP_TIMES=/dev/null" if ctx.local else f'STEP_TIMES="$SKYWARD_HOME/{STEP_TIMES}"',
+        _agent_config_variable(ctx),
         'echo "start ${EPOCHREALTIME:-$(date +%s.%N)}" >"$STEP_TIMES"',
         f"{STEPS_ENV}=",
         _section("ttl", _ttl(ttl, ctx)),
@@ -251,7 +305,9 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
         parts.append('\necho "skyward bootstrap: environment ready at $PY"')
         return "\n".join(parts) + "\n"
     redirect, body = "", ""
-    if agent_config is not None:
+    if ctx.wheels:  # the config is in $AGENT_CONFIG already (_agent_config_variable)
+        redirect = ' <<<"$AGENT_CONFIG"'
+    elif agent_config is not None:
         redirect, body = f" <<'{CONFIG_END}'", f"\n{agent_config}\n{CONFIG_END}"
     if ctx.local:
         run_agent = f'exec "$PY" -m skyward.agent{redirect}{body}'

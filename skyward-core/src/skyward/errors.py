@@ -130,3 +130,13 @@ class NoCandidateError(ProvisioningError):
     def __init__(self, message: str, failures: tuple[tuple[str, UnavailableError], ...] = ()) -> None:
         super().__init__(message)
         self.failures = failures
+
+
+class WheelBuildError(ProvisioningError):
+    """The client could not build the wheel of a local requirement (a checkout of skyward
+    or of a plugin) that its cloud nodes install; raised before anything is provisioned."""
+
+
+class WheelRefusedError(ProvisioningError):
+    """A node refused the wheels the client sent: their sha256 differ from the ones its
+    user-data names (the client's wheel cache changed after the node was created)."""

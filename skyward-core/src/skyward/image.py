@@ -15,8 +15,12 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from skyward.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from skyward.wheels.cache import LocalWheel
 
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 _PYTHON_RE = re.compile(r"^3\.(\d{1,2})(\.\d{1,2})?$")
@@ -143,6 +147,13 @@ class BootstrapContext:
     baked:            the machine starts from a baked image (``Image(bake=True)``): when
                       its environment is there, skip apt, uv and the environment and say
                       so (step ``baked``); when it is not, install as usual.
+    wheels:           wheels the client built of its local requirements (a checkout of
+                      skyward or a plugin): the node installs their dependencies from
+                      the index, receives them from the client over the agent's
+                      endpoint (``skyward.wheels.stage``, checked against their sha256)
+                      and installs them ``--no-deps``. ``pinned`` then holds their
+                      dependencies, and ``skyward_requirement`` is None when skyward-core
+                      itself is one of them.
     """
 
     local: bool = False
@@ -155,6 +166,7 @@ class BootstrapContext:
     uv: str | None = None
     start_agent: bool = True
     baked: bool = False
+    wheels: Sequence[LocalWheel] = ()
 
     def quoted_env(self) -> list[tuple[str, str]]:
         return [(k, shlex.quote(v)) for k, v in sorted(self.agent_env.items())]

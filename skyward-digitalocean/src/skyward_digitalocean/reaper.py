@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyward.providers.cloud.naming import is_expired
-from skyward.providers.cloud.reaping import delete_doomed
+from skyward.providers.cloud.reaping import delete_doomed, delete_instances, live_pools, reaper_exit
 from skyward.providers.cloud.retry import Backoff
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.config import DigitalOcean, token_from_env
@@ -93,28 +93,20 @@ def reap_with(
     say = log or (lambda _m: None)
     droplets = skyward_droplets(api)
     doomed = droplets_to_reap(droplets, now, own_pool)
-    deleted: list[tuple[int, str, str]] = []
     failures: list[str] = []
-    for item in doomed:
-        try:
-            api.delete_droplet(item.droplet.id)
-        except DigitalOceanAPIError as exc:
-            failures.append(f"droplet {item.droplet.id} ({item.droplet.name}): {exc}")
-            continue
-        deleted.append((item.droplet.id, item.droplet.name, item.reason))
-        say(f"deleted droplet {item.droplet.name} ({item.droplet.id}): {item.reason}")
+    deleted = delete_instances(
+        ((d.droplet.id, d.droplet.name, d.reason) for d in doomed),
+        api.delete_droplet,
+        "droplet",
+        DigitalOceanAPIError,
+        failures,
+        say,
+    )
     # A firewall or key is reaped only once its pool has no droplet left.
-    deleted_ids = {droplet_id for droplet_id, _, _ in deleted}
-    live_pools: set[str] = set()
-    for droplet in droplets:
-        mark = pool_mark(droplet.tags)
-        if mark is not None and droplet.id not in deleted_ids:
-            live_pools.add(mark.pool_id)
-    if own_pool is not None:
-        live_pools.add(own_pool)
+    alive = live_pools(((d.id, pool_mark(d.tags)) for d in droplets), deleted, own_pool)
 
     def expired(name: str) -> bool:  # a firewall's or key's
-        return is_expired(parse_resource_name(name), now, live_pools)
+        return is_expired(parse_resource_name(name), now, alive)
 
     firewalls = delete_doomed(
         api.firewalls(),
@@ -129,7 +121,7 @@ def reap_with(
     )
     tags = delete_doomed(
         api.tags(),
-        lambda name: is_expired(parse_pool_tag(name), now, live_pools),
+        lambda name: is_expired(parse_pool_tag(name), now, alive),
         lambda t: api.delete_tag(str(t.get("name", ""))),
         "tag",
         DigitalOceanAPIError,
@@ -149,13 +141,8 @@ def reap(config: DigitalOcean | None = None, now: float | None = None) -> Reaped
 
 def main() -> int:
     result = reap()
-    for failure in result.failures:
-        print(f"could not delete {failure}", file=sys.stderr)
-    print(
-        f"skyward reaper: deleted {len(result.droplets)} droplet(s), {len(result.firewalls)} firewall(s), "
-        f"{len(result.ssh_keys)} SSH key(s), {len(result.tags)} tag(s); {len(result.failures)} failure(s)"
-    )
-    return 1 if result.failures else 0
+    counts = [(len(result.droplets), "droplet"), (len(result.firewalls), "firewall"), (len(result.ssh_keys), "SSH key")]
+    return reaper_exit(result.failures, [*counts, (len(result.tags), "tag")])
 
 
 if __name__ == "__main__":

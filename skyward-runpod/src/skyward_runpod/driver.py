@@ -19,20 +19,12 @@ from typing import Any
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import pool_label, pool_members, start_command_line
-from skyward.providers.cloud.removal import sweep_with_notices
+from skyward.providers.cloud.marketplace import start_command_line
+from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.cloud.template import (
-    Instance,
-    InstanceState,
-    Labels,
-    NodeRequest,
-    Offer,
-    PortMappedCloudProvider,
-    SpotCloudProvider,
-)
+from skyward.providers.cloud.template import InstanceState, Labels, NodeRequest, Offer
 from skyward.providers.protocol import EventSink
-from skyward.spot import Market, NodePlan, SpotNever, SpotStrategy
+from skyward.spot import Market, NodePlan
 from skyward.units import GIB
 from skyward_runpod.api import RunPodAPI
 from skyward_runpod.config import RunPod, api_key
@@ -64,9 +56,12 @@ def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
     return InstanceState.RUNNING if status == "RUNNING" and mapped else InstanceState.PENDING
 
 
-class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
+class RunPodDriver(MarketplaceProvider[RunPod]):
     name = PROVIDER
     instance_noun = "pod"
+    label_key = "name"
+    state_of = staticmethod(state_of)
+    removal_hint = "terminate them with `runpodctl remove pod <id>`"
 
     def __init__(
         self,
@@ -77,7 +72,6 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
     ) -> None:
         super().__init__(config, clock=clock, sleep=sleep)
         self._type: PodType | None = None
-        self._pool_id = ""
 
     @cached_property
     def api(self) -> RunPodAPI:
@@ -87,20 +81,25 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
     def validate(self, spec: PoolSpec) -> None:
         api_key()
 
-    def default_spot(self) -> SpotStrategy:
-        """A spot pod is stopped whenever RunPod needs its GPU: asked for, never the default."""
-        return SpotNever()
+    def containers(self) -> list[dict[str, Any]]:
+        return self.api.pods()
 
-    def reap(self, spec: PoolSpec, emit: EventSink) -> None:
+    def read(self, raw: Mapping[str, Any]) -> tuple[str, dict[int, int], str]:
+        host, mapping = ports_of(raw)
+        return host, mapping, str(raw.get("desiredStatus") or "")
+
+    def remove(self, instance_id: str) -> None:
+        self.api.terminate(instance_id)
+
+    def reap_leftovers(self, now: float, own_pool: str) -> list[str]:
         from skyward_runpod.resources import reap_with
 
-        sweep_with_notices(lambda: reap_with(self.api, self._clock(), spec.pool_id), emit, APIError, "pods")
+        return reap_with(self.api, now, own_pool)
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         """The smallest GPU type that fits a node, cheapest among equals, in the chosen cloud."""
         from skyward.instances import select_instance
 
-        self._pool_id = spec.pool_id
         request = node_request(spec)
         vcpus, memory = default_size(request["cpu"], request["memory"])
         types = pod_types(self.api.gpu_types(), self.config.cloud, vcpus, memory, self.config.bid_margin)
@@ -113,10 +112,6 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
             price_spot=chosen.spot_price,
             spot_available=chosen.spot_price is not None,
         )
-
-    def instance_name(self, spec: PoolSpec, node: int) -> str:
-        assert self._labels is not None, "prepare() first"
-        return pool_label(spec.pool_id, self._labels.expires, node)
 
     def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
         kind = self._type
@@ -156,28 +151,3 @@ class RunPodDriver(SpotCloudProvider[RunPod], PortMappedCloudProvider[RunPod]):
             f"{undone}. Try RunPod(cloud={other!r}), spot='if-available', another accelerator, fewer nodes, "
             "or again later"
         )
-
-    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
-        """One listing for every pod; a pod counts as running once its agent port is public."""
-        wanted = set(instance_ids)
-        found: dict[str, Instance] = {}
-        for raw in self.api.pods():
-            ident = str(raw.get("id"))
-            if ident not in wanted:
-                continue
-            host, mapping = ports_of(raw)
-            state = state_of(raw, bool(host) and self.config.agent_port in mapping)
-            found[ident] = Instance(
-                ident, state, ip=host or None, status=str(raw.get("desiredStatus") or ""), ports=mapping
-            )
-        return found
-
-    def delete(self, instance_ids: Sequence[str]) -> None:
-        for instance_id in instance_ids:
-            self.api.terminate(instance_id)
-
-    def listed(self) -> list[str]:
-        return pool_members(self.api.pods(), "name", self._pool_id)
-
-    def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
-        return f"terminate them with `runpodctl remove pod <id>` or `skyward down` ({', '.join(instance_ids)})"

@@ -19,24 +19,12 @@ from skyward.accelerators.spec import Accelerator
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import (
-    pool_label,
-    pool_members,
-    start_command,
-)
-from skyward.providers.cloud.removal import sweep_with_notices
+from skyward.providers.cloud.marketplace import start_command
+from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.cloud.template import (
-    Instance,
-    InstanceState,
-    Labels,
-    NodeRequest,
-    Offer,
-    PortMappedCloudProvider,
-    SpotCloudProvider,
-)
+from skyward.providers.cloud.template import InstanceState, Labels, NodeRequest, Offer
 from skyward.providers.protocol import EventSink
-from skyward.spot import Market, NodePlan, SpotNever, SpotStrategy
+from skyward.spot import Market, NodePlan
 from skyward_vastai.api import VastAPI
 from skyward_vastai.config import VastAI, api_key
 from skyward_vastai.offers import VastOffer, fitting, parse_offers, search_query
@@ -72,8 +60,11 @@ def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
     return InstanceState.RUNNING if status == "running" and mapped else InstanceState.PENDING
 
 
-class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
+class VastAIDriver(MarketplaceProvider[VastAI]):
     name = PROVIDER
+    label_key = "label"
+    state_of = staticmethod(state_of)
+    removal_hint = "destroy them with `vastai destroy instance <id>`"
 
     def __init__(
         self,
@@ -86,7 +77,6 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
         self._offers: dict[Market, list[VastOffer]] = {}
         self._tried: set[int] = set()
         self._wanted: dict[str, Any] = {}
-        self._pool_id = ""
 
     @cached_property
     def api(self) -> VastAPI:
@@ -96,16 +86,23 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
     def validate(self, spec: PoolSpec) -> None:
         api_key()
 
-    def default_spot(self) -> SpotStrategy:
-        """An interruptible VastAI instance stops whenever a higher bid comes: asked for, never the default."""
-        return SpotNever()
+    # -- the marketplace's listing -------------------------------------------------------
 
-    # -- prepare ------------------------------------------------------------------------
+    def containers(self) -> list[dict[str, Any]]:
+        return self.api.instances()
 
-    def reap(self, spec: PoolSpec, emit: EventSink) -> None:
+    def read(self, raw: Mapping[str, Any]) -> tuple[str, dict[int, int], str]:
+        return str(raw.get("public_ipaddr") or "").strip(), ports_of(raw), str(raw.get("actual_status") or "")
+
+    def remove(self, instance_id: str) -> None:
+        self.api.destroy(instance_id)
+
+    def reap_leftovers(self, now: float, own_pool: str) -> list[str]:
         from skyward_vastai.resources import reap_with
 
-        sweep_with_notices(lambda: reap_with(self.api, self._clock(), spec.pool_id), emit, APIError, "instances")
+        return reap_with(self.api, now, own_pool)
+
+    # -- prepare ------------------------------------------------------------------------
 
     def _search(self) -> None:
         accelerator = self._wanted.get("accelerator")
@@ -117,7 +114,6 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
         """The cheapest reliable offers that fit one node; the first is what the pool reports."""
-        self._pool_id = spec.pool_id
         self._wanted = node_request(spec)
         self._search()
         on_demand, spot = self._offers[Market.ON_DEMAND], self._offers[Market.SPOT]
@@ -142,10 +138,6 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
         return ", ".join(parts) or "any machine"
 
     # -- the verbs ------------------------------------------------------------------------
-
-    def instance_name(self, spec: PoolSpec, node: int) -> str:
-        assert self._labels is not None, "prepare() first"
-        return pool_label(spec.pool_id, self._labels.expires, node)
 
     def _take(self, market: Market) -> VastOffer | None:
         with self._lock:
@@ -188,32 +180,3 @@ class VastAIDriver(SpotCloudProvider[VastAI], PortMappedCloudProvider[VastAI]):
 
     def is_capacity_refusal(self, error: Exception) -> bool:
         return isinstance(error, NoOfferLeft)
-
-    def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
-        """One listing for every node; an instance counts as running once its agent port is mapped."""
-        wanted = set(instance_ids)
-        found: dict[str, Instance] = {}
-        for raw in self.api.instances():
-            ident = str(raw.get("id"))
-            if ident not in wanted:
-                continue
-            host = str(raw.get("public_ipaddr") or "").strip()
-            mapping = ports_of(raw)
-            state = state_of(raw, bool(host) and self.config.agent_port in mapping)
-            found[ident] = Instance(
-                ident, state, ip=host or None, status=str(raw.get("actual_status") or ""), ports=mapping
-            )
-        return found
-
-    def delete(self, instance_ids: Sequence[str]) -> None:
-        for instance_id in instance_ids:
-            self.api.destroy(instance_id)
-
-    def listed(self) -> list[str]:
-        return pool_members(self.api.instances(), "label", self._pool_id)
-
-    def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
-        return f"destroy them with `vastai destroy instance <id>` or `skyward down` ({', '.join(instance_ids)})"
-
-    def delete_infrastructure(self) -> list[str]:
-        return []

@@ -13,14 +13,14 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-from urllib.parse import quote, urlsplit
+from typing import Any, Unpack
+from urllib.parse import quote
 
 import requests
 
-from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.providers.cloud.addresses import is_loopback
-from skyward.providers.cloud.http import HTTPStatusError, classify
+from skyward.errors import ProvisioningError
+from skyward.providers.cloud.http import BearerSession, HTTPStatusError, Options, classify
+from skyward.providers.cloud.http import check_api_url as check_url
 from skyward.providers.cloud.retry import Backoff, call_with_retry
 from skyward_verda.config import Verda
 
@@ -41,13 +41,7 @@ class VerdaAPIError(ProvisioningError):
 
 
 def check_api_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme == "http" and not is_loopback(parts.hostname):
-        raise ConfigurationError(
-            f"Verda(api_url={url!r}): plain http would send the client secret and tokens unencrypted; use https "
-            "(plain http is allowed only on a loopback address, for test doubles)"
-        )
-    return url.rstrip("/")
+    return check_url("Verda", url, "the client secret and tokens")
 
 
 def _error_of(action: str, response: requests.Response) -> VerdaAPIError:
@@ -95,11 +89,13 @@ class TokenSource:
             assert self._access is not None
             return self._access
 
-    def invalidate(self, token: str) -> None:
-        """The API refused ``token``: the next ``token()`` gets a new one."""
+    def refused(self, token: str) -> bool:
+        """The API refused ``token`` (expired or revoked early): the next ``token()`` gets
+        a new one, worth one more try."""
         with self._lock:
             if self._access == token:
                 self._expires_at = 0.0
+        return True
 
     def _renew(self) -> None:
         if self._refresh is not None:
@@ -164,11 +160,17 @@ class VerdaAPI:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_url = check_api_url(base_url)
-        self._session = requests.Session()
-        self._timeout = timeout
-        self._backoff = backoff or Backoff()
-        self._sleep = sleep
-        self.tokens = TokenSource(self._session, self.base_url, client_id, client_secret, timeout, clock)
+        session = requests.Session()
+        self.tokens = TokenSource(session, self.base_url, client_id, client_secret, timeout, clock)
+        self._http = BearerSession(
+            self.base_url,
+            self.tokens,
+            user_agent=USER_AGENT,
+            timeout=timeout,
+            backoff=backoff or Backoff(),
+            sleep=sleep,
+            session=session,
+        )
 
     @classmethod
     def from_config(cls, config: Verda, client_id: str, client_secret: str) -> VerdaAPI:
@@ -181,47 +183,13 @@ class VerdaAPI:
         )
 
     def close(self) -> None:
-        self._session.close()
+        self._http.close()
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _request(
-        self,
-        action: str,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        ok: Sequence[int] = (200, 201, 202, 204),
-    ) -> requests.Response:
-        def once() -> requests.Response:
-            token = self.tokens.token()
-            response = self._session.request(
-                method,
-                f"{self.base_url}{path}",
-                params=params,
-                json=body,
-                timeout=self._timeout,
-                headers={"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT},
-            )
-            if response.status_code == 401:
-                # expired or revoked early: one new token, then the request once more
-                self.tokens.invalidate(token)
-                response = self._session.request(
-                    method,
-                    f"{self.base_url}{path}",
-                    params=params,
-                    json=body,
-                    timeout=self._timeout,
-                    headers={"Authorization": f"Bearer {self.tokens.token()}", "User-Agent": USER_AGENT},
-                )
-            if response.status_code not in ok:
-                raise HTTPStatusError(response)
-            return response
-
+    def _request(self, action: str, method: str, path: str, **options: Unpack[Options]) -> requests.Response:
         try:
-            return call_with_retry(once, method=method, classify=classify, backoff=self._backoff, sleep=self._sleep)
+            return self._http.send(method, path, **options)
         except HTTPStatusError as exc:
             raise _error_of(action, exc.response)
         except requests.RequestException as exc:

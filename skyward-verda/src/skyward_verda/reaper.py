@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyward.providers.cloud.naming import is_expired
-from skyward.providers.cloud.reaping import delete_doomed
+from skyward.providers.cloud.reaping import delete_doomed, delete_instances, live_pools, reaper_exit
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
 from skyward_verda.naming import InstanceView, instances_to_reap, parse_description, parse_resource_name
@@ -59,25 +59,18 @@ def reap_with(
     say = log or (lambda _m: None)
     views = [_view(i) for i in api.instances()]
     failures: list[str] = []
-    deleted: list[tuple[str, str, str]] = []
-    for item in instances_to_reap(views, now, own_pool):
-        volumes = [item.instance.os_volume_id] if item.instance.os_volume_id else []
-        try:
-            api.delete_instances([item.instance.id], volumes)
-        except VerdaAPIError as exc:
-            failures.append(f"instance {item.instance.hostname} ({item.instance.id}): {exc}")
-            continue
-        deleted.append((item.instance.id, item.instance.hostname, item.reason))
-        say(f"deleted instance {item.instance.hostname} ({item.instance.id}): {item.reason}")
-    gone = {instance_id for instance_id, _, _ in deleted}
-    live_pools = {
-        mark.pool_id for v in views if v.id not in gone and (mark := parse_description(v.description)) is not None
-    }
-    if own_pool is not None:
-        live_pools.add(own_pool)
+    doomed = {item.instance.id: item for item in instances_to_reap(views, now, own_pool)}
+
+    def delete(instance_id: str) -> None:  # with its OS volume
+        volume = doomed[instance_id].instance.os_volume_id
+        api.delete_instances([instance_id], [volume] if volume else [])
+
+    listed = ((i.instance.id, i.instance.hostname, i.reason) for i in doomed.values())
+    deleted = delete_instances(listed, delete, "instance", VerdaAPIError, failures, say)
+    alive = live_pools(((v.id, parse_description(v.description)) for v in views), deleted, own_pool)
 
     def expired(name: str) -> bool:  # a script's or key's
-        return is_expired(parse_resource_name(name), now, live_pools)
+        return is_expired(parse_resource_name(name), now, alive)
 
     scripts = delete_doomed(
         api.scripts(), expired, lambda s: api.delete_script(str(s["id"])), "startup script", VerdaAPIError, failures
@@ -101,13 +94,8 @@ def reap(config: Verda | None = None, now: float | None = None) -> Reaped:
 
 def main() -> int:
     result = reap()
-    for failure in result.failures:
-        print(f"could not delete {failure}", file=sys.stderr)
-    print(
-        f"skyward reaper: deleted {len(result.instances)} instance(s), {len(result.scripts)} startup script(s), "
-        f"{len(result.ssh_keys)} SSH key(s); {len(result.failures)} failure(s)"
-    )
-    return 1 if result.failures else 0
+    counts = [(len(result.instances), "instance"), (len(result.scripts), "startup script")]
+    return reaper_exit(result.failures, [*counts, (len(result.ssh_keys), "SSH key")])
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
 from skyward.transport.security import CurveKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream
+from skyward.wheels.cache import OfferedWheels
 
 T = TypeVar("T")
 
@@ -203,6 +204,7 @@ class ComputePool:
         self._keys = CurveKeys.generate()
         self._fn_pickles = serialize.FunctionPickles()  # pickled functions reused across calls
         self._client: PoolClient | None = None
+        self._wheels = OfferedWheels()  # what the nodes' user-data names: sent when they ask
         self._nodes: list[NodeHandle] = []
         self._mapped: dict[int, NodeHandle] = {}  # node -> its newest handle (PortMapping)
         self._started_at = 0.0
@@ -420,6 +422,7 @@ class ComputePool:
         )
         from skyward.agent.config import ENV_VAR
 
+        self._wheels.offer(context.wheels)
         steps = [*mig_steps, *((s.name, s.script) for s in self._plugin_steps)]
         steps += [("volumes", script) for script in _volume_scripts(spec.volumes)]
         ctx = dataclasses.replace(  # every field the provider set (``baked`` among them)
@@ -463,6 +466,7 @@ class ComputePool:
             rerun_interrupted=any(n.spot for n in self._nodes),
             decoder=self._decoder,
             port_map=self._port_map(),
+            wheels=self._wheels,
         )
         infos = self._client.connect(timeout=float(self._settings.bootstrap_timeout))
         for node, info in zip(self._nodes, infos, strict=True):

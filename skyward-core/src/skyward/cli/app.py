@@ -376,41 +376,55 @@ def make_app(
 
         guarded(body)
 
-    cache_app = typer.Typer(help="The environments built for Local pools.", no_args_is_help=True)
+    cache_app = typer.Typer(
+        help="The environments built for Local pools and the wheels built for cloud nodes.", no_args_is_help=True
+    )
     app.add_typer(cache_app, name="cache")
 
     @cache_app.command("ls")
     def cache_ls(as_json: JsonOption = False) -> None:
-        """Cached environments with their size and last use."""
-        envs = envcache.environments(envcache.skyward_home())
+        """Cached environments and wheels with their size and last use."""
+        home = envcache.skyward_home()
+        envs, built = envcache.environments(home), envcache.wheels(home)
         if as_json:
-            settings.emit_json({"environments": [render.environment_json(e) for e in envs]})
+            settings.emit_json(
+                {
+                    "environments": [render.environment_json(e) for e in envs],
+                    "wheels": [render.environment_json(w) for w in built],
+                }
+            )
         else:
             settings.out.print(render.environments_table(envs, settings.now()))
-            total = sum(e.size for e in envs)
-            settings.out.print(f"{len(envs)} environment(s), {render.size_text(total)} in {envcache.skyward_home()}")
+            if built:
+                settings.out.print(render.environments_table(built, settings.now(), kind="wheel"))
+            total = sum(e.size for e in (*envs, *built))
+            settings.out.print(
+                f"{len(envs)} environment(s), {len(built)} wheel(s), {render.size_text(total)} in {home}"
+            )
 
     @cache_app.command("clear")
     def cache_clear(
-        names: Annotated[list[str] | None, typer.Argument(help="Only these environments (default: all).")] = None,
+        names: Annotated[
+            list[str] | None, typer.Argument(help="Only these environments or wheels (default: all).")
+        ] = None,
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     ) -> None:
-        """Remove cached environments (never one a running process uses)."""
+        """Remove cached environments and wheels (never an environment a running process uses)."""
 
         def body() -> None:
-            envs = envcache.environments(envcache.skyward_home())
+            envs = envcache.cached(envcache.skyward_home())
             if names:
                 known = {e.name for e in envs}
                 unknown = [n for n in names if n not in known]
                 if unknown:
-                    raise CommandError(f"no cached environment {', '.join(map(repr, unknown))}", BAD_INPUT)
+                    raise CommandError(f"no cached environment or wheel {', '.join(map(repr, unknown))}", BAD_INPUT)
                 envs = [e for e in envs if e.name in names]
             if not envs:
-                settings.say("no cached environments")
+                settings.say("no cached environments or wheels")
                 return
             total = sum(e.size for e in envs)
             if not yes and not typer.confirm(
-                f"Remove {len(envs)} environment(s), {render.size_text(total)}?", err=True
+                f"Remove {len(envs)} cached environment(s) and wheel(s), {render.size_text(total)}?", err=True
             ):
                 raise CommandError("nothing removed")
             running = envcache.running_executables()

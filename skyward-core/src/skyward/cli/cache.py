@@ -1,4 +1,7 @@
-"""The environments pools built under ``$SKYWARD_HOME/envs`` (default ``~/.skyward``).
+"""What pools leave on this machine under ``$SKYWARD_HOME`` (default ``~/.skyward``): the
+environments Local pools built (``envs/``) and the wheels of a checkout that cloud pools
+send to their nodes (``wheels/``, one per package and source digest: every edit of the
+checkout makes new ones, so they add up until cleared).
 
 Each environment is a directory named ``<image hash>-<skyward hash>`` beside a lock file
 ``<name>.lock`` that every bootstrap using it opens (truncating it), so the lock file's
@@ -30,6 +33,7 @@ class CachedEnvironment:
     size: int  # bytes on disk
     last_used: float  # Unix time
     complete: bool  # built to the end (an incomplete one is rebuilt on next use)
+    kind: str = "environment"  # or "wheel": a checkout package's wheel (skyward.wheels)
 
 
 def _size(path: Path) -> int:
@@ -56,6 +60,30 @@ def environments(home: Path) -> list[CachedEnvironment]:
         used = (lock if lock.exists() else entry).stat().st_mtime
         found.append(CachedEnvironment(entry.name, entry, _size(entry), used, (entry / ENV_COMPLETE).exists()))
     return sorted(found, key=lambda e: e.last_used, reverse=True)
+
+
+WHEEL_RECORD = "wheel.json"  # written last by skyward.wheels.cache: the entry is complete
+
+
+def wheels(home: Path) -> list[CachedEnvironment]:
+    """The cached wheels, most recently built first. A wheel is never "in use": a pool
+    that needs a removed one builds it again."""
+    root = home / "wheels"
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in root.iterdir():
+        if not entry.is_dir() or entry.is_symlink() or entry.name.startswith("."):
+            continue
+        record = entry / WHEEL_RECORD
+        used = (record if record.exists() else entry).stat().st_mtime
+        found.append(CachedEnvironment(entry.name, entry, _size(entry), used, record.exists(), kind="wheel"))
+    return sorted(found, key=lambda e: e.last_used, reverse=True)
+
+
+def cached(home: Path) -> list[CachedEnvironment]:
+    """Everything ``skyward cache`` lists: environments first, then wheels."""
+    return [*environments(home), *wheels(home)]
 
 
 def in_use(env: CachedEnvironment, running: Iterable[str]) -> bool:

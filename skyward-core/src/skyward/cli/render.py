@@ -136,12 +136,13 @@ def environment_json(env: CachedEnvironment) -> dict[str, Any]:
         "size": env.size,
         "last_used": env.last_used,
         "complete": env.complete,
+        "kind": env.kind,
     }
 
 
-def environments_table(envs: Sequence[CachedEnvironment], now: float) -> Table:
-    table = Table(title="cached environments", title_justify="left")
-    for column in ("environment", "size", "last used", "complete"):
+def environments_table(envs: Sequence[CachedEnvironment], now: float, kind: str = "environment") -> Table:
+    table = Table(title=f"cached {kind}s", title_justify="left")
+    for column in (kind, "size", "last used", "complete"):
         table.add_column(column)
     for env in envs:
         table.add_row(

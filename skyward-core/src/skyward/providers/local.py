@@ -84,7 +84,8 @@ class _LocalNode:
     failed: str | None = None
 
 
-def _uv_path() -> str | None:
+def uv_path() -> str | None:
+    """This client's uv: beside its interpreter, the uv package's, or on PATH (None: none)."""
     candidate = Path(sys.executable).parent / "uv"
     if candidate.exists():
         return str(candidate)
@@ -108,7 +109,7 @@ def local_bootstrap_context() -> BootstrapContext:
         python_executable=sys.executable,
         skyward_requirement=core,
         pinned=tuple(pinned),
-        uv=_uv_path(),
+        uv=uv_path(),
     )
 
 

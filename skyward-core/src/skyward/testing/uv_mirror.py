@@ -12,6 +12,10 @@ environment:
   source the mirror installed it from) and fails with "No solution found" when one is
   not there; then it links the mirror's site-packages into the environment with a
   ``.pth`` file. Nothing is copied or downloaded.
+* ``uv pip install --no-deps --python PY FILE.whl ...`` installs each wheel as an installer
+  does (unpacked into the environment's site-packages, ``INSTALLER`` written): how a node
+  installs the wheels its client sent (``skyward.wheels``). A wheel the environment holds
+  comes before the mirror on ``sys.path``.
 
 So the bootstrap's own environment steps run unchanged (cache key, lock, marker file,
 version check), and a node whose image asks for a package the mirror lacks fails the
@@ -71,11 +75,17 @@ def pip_install(args):
     python = option(args, "--python") or option(args, "-p")
     option(args, "--extra-index-url")
     option(args, "--index-url")
-    for flag in ("--quiet", "-q", "--upgrade", "-U"):
+    no_deps = "--no-deps" in args
+    for flag in ("--quiet", "-q", "--upgrade", "-U", "--no-deps"):
         while flag in args:
             args.remove(flag)
     if python is None:
         fail("uv pip install: this image's uv needs --python")
+    wheels = [a for a in args if a.endswith(".whl")]
+    if wheels:
+        if not no_deps or len(wheels) != len(args):
+            fail("this image's uv installs wheel files only alone and with --no-deps")
+        return install_wheels(python, wheels)
     missing = []
     for text in args:
         try:
@@ -103,6 +113,28 @@ def pip_install(args):
     with open(os.path.join(purelib, "_emulated_image_mirror.pth"), "w") as f:
         f.write(lines)
     print(f"Installed {{len(args)}} packages from the image's offline mirror", file=sys.stderr)
+
+def purelib_of(python):
+    return subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+def install_wheels(python, wheels):
+    import zipfile
+    purelib = purelib_of(python)
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            names = archive.namelist()
+            tops = {{n.split("/")[0] for n in names}}
+            if any(t.endswith(".data") for t in tops):
+                fail(f"{{wheel}}: this image's uv installs pure wheels only (no .data directory)")
+            archive.extractall(purelib)
+        for top in tops:
+            if top.endswith(".dist-info"):
+                with open(os.path.join(purelib, top, "INSTALLER"), "w") as f:
+                    f.write("uv\n")
+    print(f"Installed {{len(wheels)}} wheels", file=sys.stderr)
 
 def main():
     args = sys.argv[1:]

@@ -95,6 +95,7 @@ class PoolClient:
         rerun_interrupted: bool = False,
         decoder: ResultDecoder | None = None,
         port_map: Callable[[int, int], str] | None = None,
+        wheels: handshake.WheelSupply | None = None,
     ) -> None:
         # rerun_interrupted: the tasks of a node that gets an interruption notice run
         # again elsewhere (the pool turns it on for spot pools)
@@ -103,6 +104,7 @@ class PoolClient:
         # container clouds: VastAI hands out random host ports, so the workers' ports
         # keep no fixed offset from the agent's); None: worker_endpoint's rule
         self._port_map = port_map
+        self._wheels = wheels  # what a node that asks gets in the handshake (skyward.wheels)
         self._rerun_interrupted = rerun_interrupted
         self._decoder = decoder or ResultDecoder()
         self._calls: list[Callable[[], None]] = []
@@ -161,7 +163,7 @@ class PoolClient:
                 "raise the provider's bootstrap timeout or check the node's bootstrap log"
             )
 
-        infos = handshake.hello([n.socket for n in self._nodes], describe, timeout)
+        infos = handshake.hello([n.socket for n in self._nodes], describe, timeout, wheels=self._wheels)
         for node, info in zip(self._nodes, infos, strict=True):
             self._install(node, info)
         self._poller.register(self._wake_pull, zmq.POLLIN)
@@ -813,7 +815,7 @@ class PoolClient:
             return f"the replacement of node {index} ({endpoint}) did not answer within {timeout:g} s"
 
         try:
-            (info,) = handshake.hello([sock], describe, timeout)
+            (info,) = handshake.hello([sock], describe, timeout, wheels=self._wheels)
         except BaseException:
             sock.close(linger=0)
             raise

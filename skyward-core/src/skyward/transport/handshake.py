@@ -6,6 +6,12 @@ the endpoint the client uses for the agent and the agent's own bound endpoint: w
 client reaches the agent through a port mapping (an SSM tunnel, NAT), the workers keep
 their offset from the agent's port. A replacement used to skip that offset and
 connected to the wrong worker ports (issue 15).
+
+A node whose skyward arrives from this client (a checkout: ``skyward.wheels``) answers
+HELLO with ``NEED`` and the sha256 of each wheel until they arrive; ``hello`` sends them
+(``wheels``: sha256s -> bytes) and goes on saying HELLO until the agent answers INFO on
+the same endpoint. A node that refuses them (``REFUSED``: not the bytes its user-data
+names) ends the handshake with ``WheelRefusedError``.
 """
 
 from __future__ import annotations
@@ -16,10 +22,23 @@ from typing import Any
 
 import zmq
 
-from skyward.errors import ProvisioningError
+from skyward.errors import ProvisioningError, WheelRefusedError
 from skyward.transport import wire
+from skyward.wheels import stage
 
 HELLO_INTERVAL = 1.0
+WHEEL_RESEND_INTERVAL = 10.0
+"""A node still asking for wheels this long after they were sent gets them again (the
+first copy was lost with a dropped connection); sooner, its NEED answers the HELLOs that
+crossed the wheels on the wire and are ignored."""
+
+WheelSupply = Callable[[Sequence[str]], list[bytes]]
+"""The bytes of each wheel named by its sha256, in order."""
+
+
+def wheels_due(last_sent: float | None, now: float) -> bool:
+    """Whether a node asking for wheels gets them now (pure)."""
+    return last_sent is None or now - last_sent >= WHEEL_RESEND_INTERVAL
 
 
 def worker_endpoint(agent_endpoint: str, bound: str, agent_bound: str | None = None) -> str:
@@ -48,10 +67,12 @@ def hello(
     describe: Callable[[list[int]], str],
     timeout: float,
     clock: Callable[[], float] = time.monotonic,
+    wheels: WheelSupply | None = None,
 ) -> list[dict[str, Any]]:
     """Each agent's INFO, in the order of ``sockets``. Raises ``ProvisioningError`` with
     ``describe(silent indices)`` when some agent did not answer within ``timeout``."""
     infos: list[dict[str, Any] | None] = [None] * len(sockets)
+    sent: dict[int, float] = {}  # node index -> when its wheels were sent
     poller = zmq.Poller()
     for sock in sockets:
         poller.register(sock, zmq.POLLIN)
@@ -75,4 +96,17 @@ def hello(
                     break
                 if frames[0] == wire.INFO and infos[index] is None:
                     infos[index] = wire.decode_json(frames[1])
+                elif frames[0] == stage.NEED and infos[index] is None and wheels_due(sent.get(index), clock()):
+                    sent[index] = clock()
+                    ready.send_multipart([stage.WHEELS, *_wheels_for(wheels, index, frames[1])], copy=False)
+                elif frames[0] == stage.REFUSED:
+                    reason = frames[1].decode(errors="replace")
+                    raise WheelRefusedError(f"node {index} refused the wheels this client sent: {reason}")
     return [info for info in infos if info is not None]
+
+
+def _wheels_for(wheels: WheelSupply | None, index: int, need: bytes) -> list[bytes]:
+    if wheels is None:
+        raise ProvisioningError(f"node {index} asks for wheels, and this client offered none")
+    digests = wire.decode_json(need)
+    return wheels([str(d) for d in digests])

@@ -1,6 +1,11 @@
-"""A JSON-over-HTTPS API client with a bearer key, on the retry rules of
-:mod:`skyward.providers.cloud.retry`: what a provider whose API is a handful of JSON
-calls needs (VastAI's REST API, RunPod's GraphQL endpoint).
+"""Bearer-authenticated HTTPS calls on the retry rules of
+:mod:`skyward.providers.cloud.retry`.
+
+:class:`BearerSession` is the request loop every requests-based client shares: the
+credential in the ``Authorization`` header, one more try with a fresh token when the API
+refuses one (Verda's OAuth tokens can be revoked early), the accepted statuses, the
+retries. :class:`JsonAPI` is a JSON client on it with a fixed key: what a provider whose
+API is a handful of JSON calls needs (VastAI's REST API, RunPod's GraphQL endpoint).
 
 The key travels only in the ``Authorization`` header, never in a URL (URLs end up in
 proxies' and servers' logs), and never in an error message. Plain http is refused except
@@ -11,7 +16,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import requests
@@ -22,6 +28,18 @@ from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
 from skyward.providers.cloud.settings import CloudSettings
 
 JSON = Any  # what json.loads returns
+
+ACCEPTED = (200, 201, 202, 204)
+"""The statuses a call accepts unless it names its own ``ok``."""
+
+
+class Options(TypedDict, total=False):
+    """What a call may add to its method and path (one declaration for every client)."""
+
+    params: Mapping[str, Any] | None  # the query string
+    body: JSON  # sent as JSON
+    ok: Sequence[int]  # the statuses accepted (default: ACCEPTED); any other is an error
+    retry_as: str | None  # the method whose retry rules apply (default: the call's own)
 
 
 class APIError(ProvisioningError):
@@ -47,12 +65,13 @@ class HTTPStatusError(Exception):
         self.response = response
 
 
-def check_api_url(provider: str, url: str) -> str:
-    """``url`` without its trailing slash; plain http only on loopback."""
+def check_api_url(provider: str, url: str, secret: str = "the API key") -> str:
+    """``url`` without its trailing slash; plain http only on loopback (it would send
+    ``secret`` unencrypted)."""
     parts = urlsplit(url)
     if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname)):
         raise ConfigurationError(
-            f"{provider}(api_url={url!r}): use https (plain http would send the API key unencrypted; it is "
+            f"{provider}(api_url={url!r}): use https (plain http would send {secret} unencrypted; it is "
             "allowed only on a loopback address, for test doubles)"
         )
     return url.rstrip("/")
@@ -82,6 +101,83 @@ def _message(response: requests.Response) -> str:
     return str(body)[:300]
 
 
+class Credential(Protocol):
+    """What a request carries as ``Authorization: Bearer <token>``."""
+
+    def token(self) -> str: ...
+
+    def refused(self, token: str) -> bool:
+        """The API answered 401 to ``token``: whether a new token is worth one more try."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StaticKey:
+    """An API key: the same token every time; a refused key stays refused."""
+
+    key: str = field(repr=False)  # never in a log line
+
+    def token(self) -> str:
+        return self.key
+
+    def refused(self, token: str) -> bool:
+        return False
+
+
+class BearerSession:
+    """Blocking requests to ``base_url`` (already checked) carrying ``credential``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        credential: Credential,
+        *,
+        user_agent: str,
+        timeout: float,
+        backoff: Backoff,
+        sleep: Callable[[float], None] = time.sleep,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.session = session or requests.Session()
+        self._credential = credential
+        self._user_agent = user_agent
+        self._timeout = timeout
+        self._backoff = backoff
+        self._sleep = sleep
+
+    def close(self) -> None:
+        self.session.close()
+
+    def send(self, method: str, path: str, **options: Unpack[Options]) -> requests.Response:
+        """The answer, once its status is accepted; after the retries, the last
+        :class:`HTTPStatusError` or ``requests.RequestException`` (for the client to name).
+        ``retry_as`` serves a GraphQL read: a POST that may be repeated like a GET."""
+        ok = options.get("ok", ACCEPTED)
+
+        def attempt(token: str) -> requests.Response:
+            return self.session.request(
+                method,
+                f"{self.base_url}{path}",
+                params=options.get("params"),
+                json=options.get("body"),
+                timeout=self._timeout,
+                headers={"Authorization": f"Bearer {token}", "User-Agent": self._user_agent},
+            )
+
+        def once() -> requests.Response:
+            token = self._credential.token()
+            response = attempt(token)
+            if response.status_code == 401 and self._credential.refused(token):
+                response = attempt(self._credential.token())  # expired or revoked early: once more
+            if response.status_code not in ok:
+                raise HTTPStatusError(response)
+            return response
+
+        retry_as = options.get("retry_as") or method
+        return call_with_retry(once, method=retry_as, classify=classify, backoff=self._backoff, sleep=self._sleep)
+
+
 class JsonAPI:
     """Blocking JSON calls to ``base_url`` with ``Authorization: Bearer <key>``."""
 
@@ -97,11 +193,14 @@ class JsonAPI:
     ) -> None:
         self.provider = provider
         self.base_url = check_api_url(provider, base_url)
-        self._key = key
-        self._timeout = timeout
-        self._backoff = backoff
-        self._sleep = sleep
-        self._session = requests.Session()
+        self._http = BearerSession(
+            self.base_url,
+            StaticKey(key),
+            user_agent=f"skyward-{provider.lower()}",
+            timeout=timeout,
+            backoff=backoff,
+            sleep=sleep,
+        )
 
     @classmethod
     def for_cloud(
@@ -118,40 +217,12 @@ class JsonAPI:
         return cls(provider, api_url, key, timeout=settings.api_timeout, backoff=backoff, sleep=sleep)
 
     def close(self) -> None:
-        self._session.close()
+        self._http.close()
 
-    def call(
-        self,
-        action: str,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: JSON = None,
-        ok: Sequence[int] = (200, 201, 202, 204),
-        retry_as: str | None = None,
-    ) -> JSON:
-        """The answer's JSON (None when empty); an :class:`APIError` after the retries.
-        ``retry_as`` is the method whose retry rules apply (a GraphQL read is a POST that
-        may be repeated like a GET); ``method`` by default."""
-
-        def once() -> requests.Response:
-            response = self._session.request(
-                method,
-                f"{self.base_url}{path}",
-                params=params,
-                json=body,
-                timeout=self._timeout,
-                headers={"Authorization": f"Bearer {self._key}", "User-Agent": f"skyward-{self.provider.lower()}"},
-            )
-            if response.status_code not in ok:
-                raise HTTPStatusError(response)
-            return response
-
+    def call(self, action: str, method: str, path: str, **options: Unpack[Options]) -> JSON:
+        """The answer's JSON (None when empty); an :class:`APIError` after the retries."""
         try:
-            response = call_with_retry(
-                once, method=retry_as or method, classify=classify, backoff=self._backoff, sleep=self._sleep
-            )
+            response = self._http.send(method, path, **options)
         except HTTPStatusError as exc:
             raise APIError(self.provider, action, exc.response.status_code, _message(exc.response)) from None
         except requests.RequestException as exc:

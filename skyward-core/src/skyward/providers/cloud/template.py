@@ -131,8 +131,9 @@ class _Started:
 
 
 class CloudProvider(Provider[CS]):
-    """Base class of a cloud driver (see the module's docstring). ``clock`` and ``sleep``
-    are test seams."""
+    """Base class of a cloud driver (see the module's docstring). ``clock``, ``sleep``
+    and ``context`` (what every node installs: ``cloud_bootstrap_context``) are test
+    seams."""
 
     instance_noun = "instance"  # "droplet": in messages
     running_word = "running"  # "active": in messages
@@ -143,10 +144,13 @@ class CloudProvider(Provider[CS]):
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        context: Callable[[], BootstrapContext] = cloud_bootstrap_context,
     ) -> None:
         super().__init__(config)
         self._clock = clock
         self._sleep = sleep
+        self._context_source = context
+        self._context: BootstrapContext | None = None
         self._lock = threading.Lock()
         self._offer: Offer | None = None
         self._labels: Labels | None = None
@@ -228,8 +232,18 @@ class CloudProvider(Provider[CS]):
         port = self.config.agent_port
         return f"tcp://{instance.ip}:{instance.ports.get(port, port)}"
 
+    def shared_context(self) -> BootstrapContext:
+        """What every node of this driver installs (skyward and the plugins, as the client
+        has them), made once per driver rather than once per node: it reads every
+        installed distribution's metadata, about 9 ms a call on the benchmark machine,
+        which held a 16-node launch 65 ms before its first create call."""
+        with self._lock:
+            if self._context is None:
+                self._context = self._context_source()
+            return self._context
+
     def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
-        context = cloud_bootstrap_context()
+        context = self.shared_context()  # builds the checkout's wheels (skyward.wheels) if needed
         if market is Market.SPOT and isinstance(self, InterruptionNotices):
             from skyward.agent.notices import notices_dir
 

@@ -1,0 +1,89 @@
+"""End to end on each fake marketplace API (RunPod, VastAI): ComputePool(provider=...)
+with every container an emulated instance reached only through its public port mapping."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+from lifecycle_support import lifecycle_problems
+from marketplace_support import Marketplace
+from providers_support import wait_until
+
+import skyward as sky
+from skyward import ComputePool, compute, gather
+from skyward.events import InstanceInterrupted, Notice
+
+pytestmark = pytest.mark.cloud
+
+
+@compute
+def square(x: int) -> tuple[int, int]:
+    return x * x, sky.instance_info().node
+
+
+@compute
+def one() -> int:
+    return 1
+
+
+@compute
+def two() -> int:
+    return 2
+
+
+def test_a_pool_runs_through_the_port_mapping_and_deletes_its_containers(
+    world: object, market: Marketplace[Any]
+) -> None:
+    seen: list[object] = []
+    with ComputePool(provider=market.config, nodes=2, display="quiet", on_event=seen.append,
+                     **market.first_pool) as pool:  # fmt: skip
+        ids = [market.key(n.instance_id) for n in pool.nodes]
+        market.check_first_pool(pool)
+        for node in pool.nodes:
+            mapped = market.mapped(node.instance_id)
+            assert node.endpoint == f"tcp://127.0.0.1:{mapped[market.config.agent_port]}"
+            assert all(public != private for private, public in mapped.items())
+        assert (square(3) >> pool)[0] == 9
+        assert sorted(n for _, n in square(2) @ pool) == [0, 1]
+        assert [r for r, _ in gather(*(square(x) for x in range(6))) >> pool] == [x * x for x in range(6)]
+    assert lifecycle_problems(seen, nodes=2, priced=True) == []
+    assert sorted(market.removed()) == sorted(ids) and market.live() == set()
+    assert market.fake.violations == []
+
+
+def test_a_spot_container_taken_away_is_interrupted_its_work_moves_and_it_is_replaced(
+    world: object, market: Marketplace[Any]
+) -> None:
+    seen: list[object] = []
+    node = market.taken_node
+    with ComputePool(
+        provider=market.config, nodes=2, spot=sky.Spot.Always(retries=0), display="quiet", on_event=seen.append
+    ) as pool:
+        assert all(n.spot and market.spot(n.instance_id) for n in pool.nodes)
+        taken = pool.nodes[node].instance_id
+        market.take_away(taken)
+        wait_until(lambda: any(isinstance(e, InstanceInterrupted) for e in seen), timeout=30)
+        results = gather(*(square(x) for x in range(4))) >> pool  # the work goes on meanwhile
+        assert [r[0] for r in results] == [0, 1, 4, 9]
+        wait_until(lambda: pool.nodes[node].instance_id != taken, timeout=90)
+        assert pool.nodes[node].instance_id != taken
+        assert sorted(n for _, n in square(2) @ pool) == [0, 1]  # the replacement serves, through its own mapping
+    interrupted = [e for e in seen if isinstance(e, InstanceInterrupted)]
+    assert [(e.node, e.instance_id) for e in interrupted] == [(node, taken)]
+    assert any(isinstance(e, Notice) and "replaced" in e.message for e in seen)
+    assert market.live() == set() and market.key(taken) in market.removed()  # the stopped one was deleted too
+    assert market.fake.violations == []
+
+
+def test_the_seed_s_quick_example_runs_on_the_marketplace(world: object, market: Marketplace[Any]) -> None:
+    """The README's example with ``provider=sky.RunPod()`` / ``sky.VastAI()`` (pointed at
+    the fake), an ``accelerator=sky.accelerators.A100()`` node and each execution operator."""
+    provider = market.provider(**asdict(market.config))
+    with sky.ComputePool(provider=provider, accelerator=sky.accelerators.A100(), display="quiet") as pool:
+        assert market.gpu(pool.nodes[0].instance_id) == market.a100
+        assert (square(7) >> pool)[0] == 49
+        assert [r for r, _ in square(3) @ pool] == [9]
+        assert ((one() & two()) >> pool) == (1, 2)
+    assert market.live() == set()
