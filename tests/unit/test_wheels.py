@@ -287,3 +287,17 @@ def test_the_stage_accepts_exactly_the_bytes_whose_digests_it_was_given(
     expected = {hashlib.sha256(b).hexdigest(): f"w{i}.whl" for i, b in enumerate(planned)}
     same = sorted(hashlib.sha256(b).hexdigest() for b in arrived) == sorted(expected)
     assert (stage.check(expected, arrived) == "") == same
+
+
+def test_the_stage_never_opens_a_tcp_endpoint_without_the_pools_keys(tmp_path: Path) -> None:
+    config = json.dumps({"bind": "tcp://127.0.0.1:0"})
+    done = subprocess.run(
+        [sys.executable, stage.__file__, str(tmp_path / "w"), "", "ab" * 32 + "=x.whl"],
+        input=config + "\n",
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 3 and "needs CURVE keys" in done.stderr
+    assert not (tmp_path / "w").exists()

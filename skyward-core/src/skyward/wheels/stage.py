@@ -84,6 +84,10 @@ def main(argv: list[str]) -> int:
     expected = dict(item.split("=", 1) for item in wanted)
     config = json.loads(sys.stdin.readline())
     bind = config["bind"]
+    if bind.startswith("tcp://") and not (config.get("server_secret") and config.get("client_public")):
+        # as the agent: a network endpoint is never open without the pool's keys
+        print("skyward bootstrap: the wheel stage's tcp endpoint needs CURVE keys", file=sys.stderr)
+        return 3
     if bind_host and bind.startswith("tcp://"):
         bind = f"tcp://{bind_host}:{bind.rsplit(':', 1)[1]}"
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
