@@ -17,26 +17,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "digitalocean"))  #
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `aws`, `fakes`, `providers_support`
 
 from aws.conftest import AwsWorld, aws, emulate, emulated, moto_server  # noqa: F401  (fixtures, re-exported)
-from fakes.digitalocean import TOKEN, FakeDigitalOcean
+from do_fixtures import do_config, fake_do  # noqa: F401  (fixtures, re-exported)
 from fakes.verda import CLIENT_ID, CLIENT_SECRET, FakeVerda
 from providers_support import fail_cloud_test_outside_isolation, quick_settings, serve
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     fail_cloud_test_outside_isolation(item, "cli")
-
-
-@pytest.fixture
-def fake_do() -> Iterator[FakeDigitalOcean]:
-    yield from serve(FakeDigitalOcean, "DigitalOcean")
-
-
-@pytest.fixture
-def do_config(fake_do: FakeDigitalOcean, monkeypatch: pytest.MonkeyPatch) -> object:
-    from skyward_digitalocean import DigitalOcean
-
-    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
-    return DigitalOcean(region="tor1", api_url=fake_do.url, **quick_settings(fake_do))
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import zmq
 
 import skyward.accelerators.vendors as vendors
 from skyward.plugins.registry import registry
@@ -21,3 +22,16 @@ def core_catalog() -> Iterator[None]:
     registry.register(vendors, name="test-core-accelerators")
     yield
     registry.unregister(vendors)
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[zmq.Socket[bytes], zmq.Socket[bytes]]]:
+    """A connected (sender, receiver) of PAIR sockets over inproc, for the wire tests."""
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    address = f"inproc://pair-{id(context)}"
+    receiver = context.socket(zmq.PAIR)
+    receiver.bind(address)
+    sender = context.socket(zmq.PAIR)
+    sender.connect(address)
+    yield sender, receiver
+    context.destroy(linger=0)

@@ -4,26 +4,12 @@ each side instead of 17 (``wire.pack_message`` / ``wire.open_message``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skyward.transport import wire
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[zmq.Socket[bytes], zmq.Socket[bytes]]]:
-    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    address = f"inproc://packing-{id(context)}"
-    receiver = context.socket(zmq.PAIR)
-    receiver.bind(address)
-    sender = context.socket(zmq.PAIR)
-    sender.connect(address)
-    yield sender, receiver
-    context.destroy(linger=0)
 
 
 def test_a_chunk_of_small_parts_is_one_frame_and_reads_back_part_by_part(

@@ -3,25 +3,12 @@ per frame whether more follow (pyzmq's ``recv_multipart`` does, at ~1.8 us a fra
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 import zmq
 
 from skyward.transport import wire
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[zmq.Socket[bytes], zmq.Socket[bytes]]]:
-    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    address = f"inproc://recv-frames-{id(context)}"
-    receiver = context.socket(zmq.PAIR)
-    receiver.bind(address)
-    sender = context.socket(zmq.PAIR)
-    sender.connect(address)
-    yield sender, receiver
-    context.destroy(linger=0)
 
 
 def test_a_multipart_message_arrives_whole_and_in_order(pair: tuple[zmq.Socket[bytes], zmq.Socket[bytes]]) -> None:

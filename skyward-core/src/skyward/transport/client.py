@@ -304,17 +304,21 @@ class PoolClient:
             head = wire.pack_input(task_id, slot, ended, [len(item) for item in items])
             wire.send_frames(worker.socket, [head, *(frame for item in items for frame in item)])
 
-    def stream_on_all(self, frames: list[serialize.Frame]) -> list[RemoteStream[Any]]:
-        """A generator task on every worker (``@``): one stream each, in node, then worker
-        order. A lost node fails it at once with ``NodeLostError``."""
-        with self._lock:
-            self._check_open()
-            lost = [n.index for n in self._nodes if self._dispatcher.is_lost(n.index)]
+    def _check_every_node_alive(self) -> None:
+        """For ``@`` (under the lock): a lost node fails it at once with ``NodeLostError``."""
+        lost = [n.index for n in self._nodes if self._dispatcher.is_lost(n.index)]
         if lost:
             raise NodeLostError(
                 f"node {lost[0]} of the pool was lost ({self._worker((lost[0], 0)).last_death or 'no answer'}); "
                 "a computation for every worker cannot run on it"
             )
+
+    def stream_on_all(self, frames: list[serialize.Frame]) -> list[RemoteStream[Any]]:
+        """A generator task on every worker (``@``): one stream each, in node, then worker
+        order. A lost node fails it at once with ``NodeLostError``."""
+        with self._lock:
+            self._check_open()
+            self._check_every_node_alive()
         return [self.stream(list(frames), target=w.key) for node in self._nodes for w in node.workers]
 
     def _send_credit(self, task_id: int, count: int) -> None:
@@ -490,12 +494,7 @@ class PoolClient:
         node fails it at once with ``NodeLostError``."""
         with self._lock:
             self._check_open()
-            lost = [n.index for n in self._nodes if self._dispatcher.is_lost(n.index)]
-            if lost:
-                raise NodeLostError(
-                    f"node {lost[0]} of the pool was lost ({self._worker((lost[0], 0)).last_death or 'no answer'}); "
-                    "a computation for every worker cannot run on it"
-                )
+            self._check_every_node_alive()
             keys = self._dispatcher.reserve_all(time.monotonic())
         if keys is None:
             return self._run_queued_on_all(frames)
