@@ -29,13 +29,16 @@ T = TypeVar("T")
 # medians, this shared 2-core machine), the cost being per value, not waiting for credit.
 STREAM_WINDOW = 64
 
+FinishHandler = Callable[[bool], None]
+"""Called once as a stream ends: True when it failed (a stream its reader stopped did not)."""
+
 
 class StreamChannel:
     """The I/O thread's side of a stream (a ``Completion``): values arrive here, in order,
     then the end. The client holds this, not the ``RemoteStream`` the caller iterates, so
     dropping that iterator (``break`` out of a ``for`` loop) is seen at once."""
 
-    def __init__(self, window: int, on_finish: Callable[[bool], None] | None) -> None:
+    def __init__(self, window: int, on_finish: FinishHandler | None) -> None:
         if window < 1:
             raise ValueError(f"a stream's window must be at least 1, got {window}")
         self.window = window
@@ -59,8 +62,9 @@ class StreamChannel:
             if self.ended:
                 return
             self.ended = True
-            self.error = error
-            self.items.append(None)
+            if not self.closed:  # a reader that stopped has had its last value: StopIteration, whatever came after
+                self.error = error
+                self.items.append(None)
             self.changed.notify_all()
         if self._on_finish is not None:
             self._on_finish(error is not None and not self.closed)  # a stream the reader stopped did not fail
