@@ -94,7 +94,13 @@ class Failure:
 
 
 class Dispatcher:
-    """Queue, per-worker windows, cancellation, node loss and re-runs for one pool."""
+    """Queue, per-worker windows, cancellation, node loss and re-runs for one pool.
+
+    One class past 300 lines on purpose: every rule above reads and changes the same
+    few structures (the queue, each worker's in-flight tasks, the task table) in one step
+    the client makes under one lock, and the hypothesis state machine checks them
+    together; split, each part would reach into the others' state.
+    """
 
     def __init__(self, workers_per_node: Iterable[int]) -> None:
         self._tasks: dict[int, _TaskState] = {}
