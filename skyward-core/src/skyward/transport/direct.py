@@ -71,9 +71,13 @@ class DirectPath:
             return _wait(self._queue([frames], None)[0])
         fn_key = bytes(frames[0])
         seconds: float | None = None
+        worker = self._links.find_worker(key)
+        node = self._links.nodes.get(key[0])
+        if worker is None or node is None:  # its node left the pool after the reservation
+            with ledger.lock:
+                ledger.dispatcher.release(key)
+            return _wait(self._queue([frames], None)[0])
         try:
-            worker = self._links.worker(key)
-            node = self._links.nodes[key[0]]
             generation = worker.generation
             sock = self._socket(worker)
             task_id = ledger.next_id()
@@ -120,7 +124,10 @@ class DirectPath:
                     ledger.dispatcher.release(key)
 
     def _run_direct_on_all(self, frames: list[serialize.Frame], keys: list[WorkerKey]) -> list[Any]:
-        workers = [self._links.worker(k) for k in keys]
+        found = [self._links.find_worker(k) for k in keys]
+        workers = [w for w in found if w is not None]
+        if len(workers) != len(keys):
+            raise NodeLostError("a node left the pool as a computation for every worker began")
         generations = [w.generation for w in workers]
         task_frames = wire.encode_task(bytes(frames[0]), bytes(frames[1]), frames[2:])
         poller = zmq.Poller()
