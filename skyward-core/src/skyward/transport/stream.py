@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from skyward.transport import wire
+from skyward.transport import serialize, wire
 from skyward.transport.results import ResultDecoder
 
 T = TypeVar("T")
@@ -43,14 +43,14 @@ class StreamChannel:
             raise ValueError(f"a stream's window must be at least 1, got {window}")
         self.window = window
         # (frames, node, packed: several small values in one frame); None: the end
-        self.items: deque[tuple[Sequence[Any], int, bool] | None] = deque()
+        self.items: deque[tuple[Sequence[serialize.Frame], int, bool] | None] = deque()
         self.error: BaseException | None = None
         self.ended = False  # the worker said the stream is over (or it failed)
         self.closed = False  # the reader wants no more
         self.changed = threading.Condition(threading.Lock())
         self._on_finish = on_finish
 
-    def item(self, frames: Sequence[Any], node: int, packed: bool = False) -> None:
+    def item(self, frames: Sequence[serialize.Frame], node: int, packed: bool = False) -> None:
         with self.changed:
             if self.closed or self.ended:
                 return
@@ -108,7 +108,7 @@ class RemoteStream(Iterator[T], Generic[T]):
         self._grant = grant  # the client sends CREDIT for this many more values
         self._stop = stop  # the client drops or recalls the task
         self._read = 0  # values handed out since the last grant
-        self._unpacked: deque[tuple[Any, int]] = deque()  # small values of a packed frame, not yet read
+        self._unpacked: deque[tuple[serialize.Frame, int]] = deque()  # small values of a packed frame, not yet read
         self._finished = False
 
     @property
@@ -142,14 +142,15 @@ class RemoteStream(Iterator[T], Generic[T]):
         self._unpacked.extend((raw, node) for raw in rest)
         return self._value(first, node)
 
-    def _value(self, frames: Any, node: int) -> T:
+    def _value(self, frames: Sequence[serialize.Frame] | serialize.Frame, node: int) -> T:
         """Decode one value (a list of frames, or one packed pickle) and grant the worker
         more once half the window has been read."""
         self._read += 1
         if self._read * 2 >= self._channel.window:
             self._grant(self._read)
             self._read = 0
-        value: T = self._decoder.value(wire.Status.OK, frames if isinstance(frames, list) else [frames], node)
+        one = isinstance(frames, bytes | memoryview)  # one value of a packed frame
+        value: T = self._decoder.value(wire.Status.OK, [frames] if one else frames, node)
         return value
 
     def close(self) -> None:
