@@ -122,8 +122,10 @@ class Links:
         return worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint"))
 
     def ordered(self) -> list[NodeLink]:
-        """Every node, in index order (a snapshot: nodes may join or leave meanwhile)."""
-        return [self.nodes[i] for i in sorted(self.nodes)]
+        """Every node, in index order (a snapshot: nodes may join or leave meanwhile; the
+        copy is one step under the GIL, so the I/O thread changing the table cannot break it)."""
+        nodes = self.nodes.copy()
+        return [nodes[i] for i in sorted(nodes)]
 
     def worker(self, key: WorkerKey) -> WorkerLink:
         return self.nodes[key[0]].workers[key[1]]
