@@ -94,12 +94,12 @@ def install() -> None:
     else:
         _role = "client"
         from skyward.api import pool
-        from skyward.transport import client
+        from skyward.transport import client, socket_loop
 
         _wrap(pool.ComputePool, "_payload", "client.payload_start", "client.payload_end")
         _wrap(client.PoolClient, "run", "client.call_enter", "client.call_exit")
         _wrap(client.PoolClient, "submit_many", "client.submit_start", "client.submit_end")
-        _wrap(client.PoolClient, "_drain_wake", "io.wake_start", "io.wake_end")
+        _wrap(socket_loop.SocketLoop, "_drain_wake", "io.wake_start", "io.wake_end")
         _wrap(wire, "pack_tasks", "client.send", None, ids_in=_ids)  # right before send
         _wrap(wire, "unpack_results", None, "client.recv", ids_out=_ids)  # right after recv
         _wrap(serialize, "loads", "client.loads_start", "client.loads_end")
@@ -107,6 +107,6 @@ def install() -> None:
         if hasattr(wire, "send_frames"):
             _wrap(wire, "send_frames", None, "client.sent")
         _wrap(zmq.Socket, "poll", None, "client.poll_return")
-        _wrap(client.PoolClient, "_resolve", "io.resolve_start", "io.resolve_end",
+        _wrap(socket_loop.SocketLoop, "_resolve", "io.resolve_start", "io.resolve_end",
               ids_in=lambda self, worker, entries, *a: [int(e[0]) for e in entries])  # fmt: skip
     atexit.register(_dump)

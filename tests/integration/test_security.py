@@ -62,7 +62,7 @@ def test_a_client_without_the_pools_keys_is_refused(tmp_path: Path) -> None:
     with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp"), display="quiet") as pool:
         endpoint = pool.nodes[0].endpoint
         assert endpoint.startswith("tcp://127.0.0.1:")
-        worker = pool._client._nodes[0].workers[0].endpoint  # type: ignore[union-attr]
+        worker = pool._client.worker_endpoints(0)[0]  # type: ignore[union-attr]
         assert worker.startswith("tcp://127.0.0.1:") and worker != endpoint
         keys = pool._keys
         stranger_public, stranger_secret = zmq.curve_keypair()
@@ -93,7 +93,7 @@ def test_a_client_without_the_pools_keys_is_refused(tmp_path: Path) -> None:
 
 def test_ipc_sockets_are_private_to_the_user() -> None:
     with sky.ComputePool(nodes=1, display="quiet") as pool:
-        path = pool._client._nodes[0].workers[0].endpoint.removeprefix("ipc://")  # type: ignore[union-attr]
+        path = pool._client.worker_endpoints(0)[0].removeprefix("ipc://")  # type: ignore[union-attr]
         run_dir = os.path.dirname(path)
         assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

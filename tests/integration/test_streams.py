@@ -13,11 +13,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from deadline_support import within
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import skyward as sky
-from skyward.errors import ConfigurationError, PoolTimeoutError, WorkerDiedError
+from skyward.errors import AbandonedError, ConfigurationError, PoolTimeoutError, WorkerDiedError
 from skyward.transport.client import RemoteTraceback
 
 
@@ -87,15 +88,19 @@ def test_values_arrive_in_order_for_any_length_window_and_stopping_point(
     journal = tmp_path_factory.mktemp("stream")
     seen: list[int] = []
     stream = pool.stream(numbers(length, str(journal), "s"), window=window)
-    for value in stream:
-        if stop is not None and len(seen) == stop:
-            break
-        seen.append(value)
-    stream.close()
+
+    def read() -> None:
+        for value in stream:
+            if stop is not None and len(seen) == stop:
+                break
+            seen.append(value)
+        stream.close()
+
+    within("reading the stream up to its stopping point", read)
     expected = list(range(length)) if stop is None else list(range(min(stop, length)))
     assert seen == expected
     # the worker is free again (one worker: this runs only after the generator ended) ...
-    assert worker_index() >> pool == 0
+    assert within("the next task after the stream was stopped", lambda: worker_index() >> pool) == 0
     # ... and its finally ran, whether the stream ended or was stopped
     assert (journal / "s.finally").read_text() == "ran"
     produced = int((journal / "s.produced").read_text()) if (journal / "s.produced").exists() else 0
@@ -113,12 +118,37 @@ def test_a_fast_generator_is_paused_a_window_ahead_of_a_slow_reader(pool: sky.Co
 
 
 def test_breaking_out_of_the_loop_runs_the_workers_finally_and_frees_it(pool: sky.ComputePool, tmp_path: Path) -> None:
-    for value in numbers(None, str(tmp_path), "b") >> pool:
-        if value == 5:
-            break
+    def read_then_break() -> None:
+        for value in numbers(None, str(tmp_path), "b") >> pool:
+            if value == 5:
+                break
+
+    within("reading an endless stream up to a break", read_then_break)
     # the dropped iterator stopped the generator: the next task runs, after its finally
-    assert worker_index() >> pool == 0
+    assert within("the next task after a break out of a stream", lambda: worker_index() >> pool) == 0
     assert (tmp_path / "b.finally").read_text() == "ran"
+
+
+def test_a_stream_read_then_closed_ends_with_stop_iteration_after_later_calls(
+    pool: sky.ComputePool, tmp_path: Path
+) -> None:
+    """Closed by its reader, a stream is over: the worker's answer to the recall (it
+    closed the generator) arrives while the next call runs and must not surface as an
+    error on a later ``next``; the stream ran, it was not abandoned unrun."""
+    stream = numbers(None, str(tmp_path), "c") >> pool
+    assert within("the first value of a stream", lambda: next(stream)) == 0
+    stream.close()
+    assert within("the next task after a closed stream", lambda: worker_index() >> pool) == 0
+    assert _wait_for(tmp_path / "c.finally")  # the worker closed the generator and answered
+    assert within("another task", lambda: worker_index() >> pool) == 0
+    try:
+        next(stream)
+    except AbandonedError as error:
+        pytest.fail(f"a stream that ran and was closed by its reader raised {error!r}")
+    except StopIteration:
+        pass
+    else:
+        pytest.fail("a closed stream gave another value")
 
 
 def test_a_generators_exception_is_raised_where_it_happened_with_the_remote_traceback(
@@ -236,7 +266,8 @@ def test_an_input_stream_is_read_as_consumed_and_a_stream_can_flow_both_ways(
         seen.append(value)
     expected = [v * factor for v in range(length)]
     assert seen == (expected if stop is None else expected[:stop])
-    assert worker_index() >> pool == 0  # the worker was freed
+    # the worker was freed
+    assert within("the next task after a break out of a two-way stream", lambda: worker_index() >> pool) == 0
 
 
 def test_an_input_larger_than_the_client_could_hold_streams_with_flat_memory_on_both_sides(

@@ -161,6 +161,36 @@ def test_a_replaced_node_fails_what_the_old_one_still_held() -> None:
     assert d.set_node(0, 1) == [1]
 
 
+def test_a_node_that_leaves_fails_what_it_held_and_its_queue_goes_to_the_others() -> None:
+    d = Dispatcher([1, 1])
+    d.submit(1, SLOW, target=(1, 0))
+    d.submit(2, SLOW, target=(1, 0))  # waits behind task 1 on node 1 alone
+    assert d.assign(0.0) == [((1, 0), [1])]
+    d.drain(1)
+    assert d.node_load(1) == 1  # task 1 still runs there
+    assert sorted(d.remove_node(1)) == [1, 2]
+    assert d.node_load(1) == 0 and d.workers() == [(0, 0)]
+    assert d.submit(3, SLOW, target=(1, 0)) == "the pool has no worker 0 on node 1"
+    d.submit(4, SLOW)
+    assert d.assign(0.1) == [((0, 0), [4])]
+
+
+def test_a_node_that_joins_takes_queued_work_at_once() -> None:
+    d = Dispatcher([1])
+    d.submit(1, SLOW)
+    d.submit(2, SLOW)
+    assert d.assign(0.0) == [((0, 0), [1])]
+    assert d.set_node(1, 1) == []
+    assert d.assign(0.1) == [((1, 0), [2])]
+
+
+def test_a_pool_with_every_remaining_node_lost_refuses_new_work() -> None:
+    d = Dispatcher([1, 1])
+    d.remove_node(1)
+    d.node_lost(0, "gone")
+    assert d.submit(1, QUICK) == "every node of the pool is gone"
+
+
 def test_a_direct_call_reserves_only_an_idle_worker() -> None:
     d = Dispatcher([1])
     key = d.reserve(0.0)
@@ -207,6 +237,7 @@ class DispatcherMachine(RuleBasedStateMachine):
         self.local: dict[tuple[int, int], deque[int]] = {k: deque() for k in self.d.workers()}
         self.dead: set[tuple[int, int]] = set()
         self.lost: set[int] = set()
+        self.gone: set[int] = set()  # nodes that left the pool (elastic pools shrink and grow)
         self.open: dict[int, bytes] = {}  # submitted, not yet ended
         self.targets: dict[int, tuple[int, int] | None] = {}
         self.ended: set[int] = set()
@@ -230,12 +261,13 @@ class DispatcherMachine(RuleBasedStateMachine):
             self.open[task_id] = SLOW if slow else QUICK
             self.targets[task_id] = target
         else:
-            assert (target is not None and target[0] in self.lost) or len(self.lost) == 2
+            present = {0, 1} - self.gone
+            assert (target is not None and target[0] in self.lost | self.gone) or (present and present <= self.lost)
 
     @rule()
     def send(self) -> None:
         for key, ids in self.d.assign(self.clock):
-            assert key not in self.dead and key[0] not in self.lost
+            assert key not in self.dead and key[0] not in self.lost and key[0] not in self.gone
             for task_id in ids:
                 assert task_id not in self.dropped, "a cancelled task was sent"
                 target = self.targets[task_id]
@@ -295,7 +327,7 @@ class DispatcherMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.dead) < 2)
     @rule(key=st.sampled_from([(0, 0), (0, 1), (1, 0)]))
     def worker_dies(self, key: tuple[int, int]) -> None:
-        if key in self.dead or key[0] in self.lost:
+        if key in self.dead or key[0] in self.lost or key[0] in self.gone:
             return
         for task_id in self.d.worker_died(key):
             self._end(task_id)
@@ -311,12 +343,12 @@ class DispatcherMachine(RuleBasedStateMachine):
 
     @rule(node=st.sampled_from([0, 1]))
     def interrupted(self, node: int) -> None:
-        if node not in self.lost:
+        if node not in self.lost and node not in self.gone:
             self.d.drain(node)
 
     @rule(node=st.sampled_from([0, 1]))
     def node_lost(self, node: int) -> None:
-        if node in self.lost:
+        if node in self.lost or node in self.gone:
             return
         self.lost.add(node)
         for failure in self.d.node_lost(node, "gone"):
@@ -325,6 +357,29 @@ class DispatcherMachine(RuleBasedStateMachine):
             if key[0] == node:
                 self.local[key].clear()
                 self.recall_inbox.pop(key, None)
+
+    @rule(node=st.sampled_from([0, 1]))
+    def node_leaves(self, node: int) -> None:
+        if node in self.gone:
+            return
+        self.gone.add(node)
+        self.lost.discard(node)
+        for task_id in self.d.remove_node(node):
+            self._end(task_id)
+        assert self.d.node_load(node) == 0
+        assert all(key[0] != node for key in self.d.workers())
+        for key in list(self.local):
+            if key[0] == node:
+                self.local[key].clear()
+                self.recall_inbox.pop(key, None)
+                self.dead.discard(key)
+
+    @rule(node=st.sampled_from([0, 1]))
+    def node_joins(self, node: int) -> None:
+        if node not in self.gone:
+            return
+        self.gone.discard(node)
+        assert self.d.set_node(node, 2 if node == 0 else 1) == []  # a new node holds nothing
 
     @invariant()
     def nothing_open_is_forgotten(self) -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skyward.errors import ConfigurationError
+from skyward.errors import AbandonedError, ConfigurationError
 from skyward.transport import serialize, wire
 from skyward.transport.inputs import InputRef, split_inputs, stream_parameters
 from skyward.transport.results import ResultDecoder
@@ -130,3 +130,18 @@ def test_input_streams_are_replaced_by_their_slot_and_kept_here() -> None:
     assert inputs == [("values", source), ("others", [3])]
     with pytest.raises(ConfigurationError, match=r"'values'.*got int"):
         split_inputs(fn, (1, 5), {})
+
+
+def test_a_stream_its_reader_closed_ends_quietly_whatever_the_worker_answers_after() -> None:
+    """The worker answers a closed stream's recall after the reader moved on: that answer
+    is no failure of the stream (it ran; its reader stopped it)."""
+    finished: list[bool] = []
+    channel = StreamChannel(4, finished.append)
+    stream: RemoteStream[int] = RemoteStream(channel, ResultDecoder(), lambda _: None, lambda: None)
+    channel.item(serialize.dumps(7), 0)
+    assert next(stream) == 7
+    stream.close()
+    channel.set_exception(AbandonedError("the task was abandoned before it began: it never ran"))
+    with pytest.raises(StopIteration):
+        next(stream)
+    assert finished == [False]

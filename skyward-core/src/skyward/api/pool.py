@@ -51,7 +51,7 @@ from skyward.providers.protocol import (
 )
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.transport import serialize, wire
-from skyward.transport.client import PoolClient
+from skyward.transport.client import NodeInfo, PoolClient
 from skyward.transport.inputs import split_inputs
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
@@ -432,7 +432,7 @@ class ComputePool:
         )
         return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
 
-    def _report_bootstrap(self, handle: NodeHandle, info: dict[str, Any]) -> None:
+    def _report_bootstrap(self, handle: NodeHandle, info: NodeInfo) -> None:
         """BootstrapCompleted for a node whose agent answered: said here, and only here,
         for every provider. Before it, BootstrapProgress for each step its agent's hello
         lists, unless the driver followed the bootstrap live (FollowsBootstrap: Local reads
@@ -454,7 +454,7 @@ class ComputePool:
         self._mapped = {n.node: n for n in self._nodes}
         return lambda node, port: driver.mapped_endpoint(self._mapped[node], port)
 
-    def _connect(self) -> list[dict[str, Any]]:
+    def _connect(self) -> list[NodeInfo]:
         """Connects to every agent and checks it can serve this client; returns their hellos."""
         import cloudpickle
 

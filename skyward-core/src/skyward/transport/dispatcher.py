@@ -94,7 +94,13 @@ class Failure:
 
 
 class Dispatcher:
-    """Queue, per-worker windows, cancellation, node loss and re-runs for one pool."""
+    """Queue, per-worker windows, cancellation, node loss and re-runs for one pool.
+
+    One class past 300 lines on purpose: every rule above reads and changes the same
+    few structures (the queue, each worker's in-flight tasks, the task table) in one step
+    the client makes under one lock, and the hypothesis state machine checks them
+    together; split, each part would reach into the others' state.
+    """
 
     def __init__(self, workers_per_node: Iterable[int]) -> None:
         self._tasks: dict[int, _TaskState] = {}
@@ -127,6 +133,31 @@ class Dispatcher:
         self._lost.discard(node)
         self._draining.discard(node)
         return orphans
+
+    def remove_node(self, node: int) -> list[int]:
+        """Forget a node that left the pool (elastic pools shrink while work runs). Returns
+        the tasks it still held or was meant to run alone: they fail. Queued tasks stay
+        queued for the nodes that remain (or one that joins later)."""
+        orphans: list[int] = []
+        for key in self._nodes.pop(node, []):
+            old = self._workers.pop(key)
+            self._recalls.pop(key, None)
+            for task_id in [*old.inflight, *old.targeted]:
+                task = self._tasks.get(task_id)
+                if task is None:
+                    continue
+                if task.where is not None and task.where != key:
+                    continue  # re-run elsewhere after a drain: it is the other worker's now
+                del self._tasks[task_id]
+                orphans.append(task_id)
+        self._lost.discard(node)
+        self._draining.discard(node)
+        return orphans
+
+    def node_load(self, node: int) -> int:
+        """Tasks a node's workers hold or run directly: 0 once a drained node has finished
+        what it had (its tasks for it alone that were never sent wait there for good)."""
+        return sum(self._workers[key].load() for key in self._nodes.get(node, []))
 
     def worker_died(self, key: WorkerKey) -> list[int]:
         """The worker's process died: what it held fails (first, the one it was running).

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from skyward.transport import wire
+from skyward.transport import serialize, wire
 from skyward.transport.results import ResultDecoder
 
 T = TypeVar("T")
@@ -29,25 +29,28 @@ T = TypeVar("T")
 # medians, this shared 2-core machine), the cost being per value, not waiting for credit.
 STREAM_WINDOW = 64
 
+FinishHandler = Callable[[bool], None]
+"""Called once as a stream ends: True when it failed (a stream its reader stopped did not)."""
+
 
 class StreamChannel:
     """The I/O thread's side of a stream (a ``Completion``): values arrive here, in order,
     then the end. The client holds this, not the ``RemoteStream`` the caller iterates, so
     dropping that iterator (``break`` out of a ``for`` loop) is seen at once."""
 
-    def __init__(self, window: int, on_finish: Callable[[bool], None] | None) -> None:
+    def __init__(self, window: int, on_finish: FinishHandler | None) -> None:
         if window < 1:
             raise ValueError(f"a stream's window must be at least 1, got {window}")
         self.window = window
         # (frames, node, packed: several small values in one frame); None: the end
-        self.items: deque[tuple[Sequence[Any], int, bool] | None] = deque()
+        self.items: deque[tuple[Sequence[serialize.Frame], int, bool] | None] = deque()
         self.error: BaseException | None = None
         self.ended = False  # the worker said the stream is over (or it failed)
         self.closed = False  # the reader wants no more
         self.changed = threading.Condition(threading.Lock())
         self._on_finish = on_finish
 
-    def item(self, frames: Sequence[Any], node: int, packed: bool = False) -> None:
+    def item(self, frames: Sequence[serialize.Frame], node: int, packed: bool = False) -> None:
         with self.changed:
             if self.closed or self.ended:
                 return
@@ -59,8 +62,9 @@ class StreamChannel:
             if self.ended:
                 return
             self.ended = True
-            self.error = error
-            self.items.append(None)
+            if not self.closed:  # a reader that stopped has had its last value: StopIteration, whatever came after
+                self.error = error
+                self.items.append(None)
             self.changed.notify_all()
         if self._on_finish is not None:
             self._on_finish(error is not None and not self.closed)  # a stream the reader stopped did not fail
@@ -104,7 +108,7 @@ class RemoteStream(Iterator[T], Generic[T]):
         self._grant = grant  # the client sends CREDIT for this many more values
         self._stop = stop  # the client drops or recalls the task
         self._read = 0  # values handed out since the last grant
-        self._unpacked: deque[tuple[Any, int]] = deque()  # small values of a packed frame, not yet read
+        self._unpacked: deque[tuple[serialize.Frame, int]] = deque()  # small values of a packed frame, not yet read
         self._finished = False
 
     @property
@@ -138,14 +142,15 @@ class RemoteStream(Iterator[T], Generic[T]):
         self._unpacked.extend((raw, node) for raw in rest)
         return self._value(first, node)
 
-    def _value(self, frames: Any, node: int) -> T:
+    def _value(self, frames: Sequence[serialize.Frame] | serialize.Frame, node: int) -> T:
         """Decode one value (a list of frames, or one packed pickle) and grant the worker
         more once half the window has been read."""
         self._read += 1
         if self._read * 2 >= self._channel.window:
             self._grant(self._read)
             self._read = 0
-        value: T = self._decoder.value(wire.Status.OK, frames if isinstance(frames, list) else [frames], node)
+        one = isinstance(frames, bytes | memoryview)  # one value of a packed frame
+        value: T = self._decoder.value(wire.Status.OK, [frames] if one else frames, node)
         return value
 
     def close(self) -> None:

@@ -1,0 +1,148 @@
+"""The client's table of nodes and workers, and the one place its sockets are made.
+
+Each node the client talks to is a ``NodeLink`` (the agent's socket, what the agent said
+in its handshake, when it was last heard from) holding a ``WorkerLink`` per worker (the
+I/O thread's socket to it, the functions it already caches, a generation that a death
+bumps). Nodes are kept by index in a dict, not a list: a pool whose nodes join and leave
+while work runs has gaps in its indices, and node order is index order.
+
+Every socket the client opens comes from ``Links.socket``: the same options, and CURVE
+on every tcp connection (a plain tcp connection is refused outright).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TypedDict, cast
+
+import zmq
+
+from skyward.errors import NodeLostError, ProvisioningError
+from skyward.transport import security
+from skyward.transport.dispatcher import WorkerKey
+from skyward.transport.handshake import worker_endpoint
+from skyward.transport.security import CurveKeys
+
+__all__ = ["Links", "NodeInfo", "NodeLink", "PortMap", "WorkerLink", "node_info"]
+
+PortMap = Callable[[int, int], str]
+"""(node, container port) -> where this client reaches that port of the node."""
+
+
+class NodeInfo(TypedDict, total=False):
+    """What an agent says about itself in its handshake (INFO)."""
+
+    node: int
+    workers: int
+    endpoints: list[str]  # each worker's bound endpoint, in worker order
+    agent_endpoint: str  # the agent's own bound endpoint
+    python: str
+    cloudpickle: str
+    skyward: str
+    pid: int
+    hostname: str
+    executable: str
+    bootstrap_steps: list[str]
+
+
+def node_info(raw: Mapping[str, object], where: str) -> NodeInfo:
+    """An agent's INFO, checked for what the client relies on (its workers' endpoints):
+    a malformed answer fails the handshake saying so, not later with a KeyError."""
+    endpoints = raw.get("endpoints")
+    if not isinstance(endpoints, list) or not all(isinstance(e, str) for e in endpoints):
+        raise ProvisioningError(f"the agent of {where} answered the handshake without a list of worker endpoints")
+    agent = raw.get("agent_endpoint")
+    if agent is not None and not isinstance(agent, str):
+        raise ProvisioningError(f"the agent of {where} answered the handshake with a malformed agent_endpoint")
+    return cast(NodeInfo, dict(raw))
+
+
+class WorkerLink:
+    """The I/O thread's socket to one worker and what it knows of it (the dispatcher
+    holds its work)."""
+
+    __slots__ = ("endpoint", "functions", "generation", "key", "last_death", "socket")
+
+    def __init__(self, key: WorkerKey, endpoint: str) -> None:
+        self.key = key
+        self.endpoint = endpoint
+        self.socket: zmq.Socket[bytes] | None = None
+        self.functions: dict[bytes, None] = {}  # insertion ordered: oldest first
+        self.generation = 0  # bumped when the worker dies: direct callers notice
+        self.last_death = ""
+
+
+class NodeLink:
+    """One node's agent: its socket, its handshake, its workers and its liveness."""
+
+    def __init__(self, index: int, endpoint: str, socket: zmq.Socket[bytes], info: NodeInfo) -> None:
+        self.index = index
+        self.endpoint = endpoint
+        self.socket = socket
+        self.info = info
+        self.workers: list[WorkerLink] = []
+        self.last_heard = time.monotonic()
+        self.lost = False
+        self.said_bye = False
+        self.draining = False
+
+
+class Links:
+    """The nodes this client talks to, by index, and the factory of its sockets."""
+
+    def __init__(self, keys: CurveKeys | None, port_map: PortMap | None = None) -> None:
+        # port_map(node, container_port): where the client reaches that port of a node
+        # whose host maps container ports to other ports (the PortMapping ability of
+        # container clouds: VastAI hands out random host ports, so the workers' ports
+        # keep no fixed offset from the agent's); None: worker_endpoint's rule
+        self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._keys = keys
+        self._port_map = port_map
+        self.nodes: dict[int, NodeLink] = {}
+
+    def socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
+        """A connected socket with no high-water marks and no linger; CURVE over tcp."""
+        sock = self.context.socket(kind)
+        for option, value in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
+            sock.setsockopt(option, value)
+        if endpoint.startswith("tcp://"):
+            if self._keys is None:
+                sock.close(linger=0)
+                raise ProvisioningError(f"refusing an unencrypted tcp connection to {endpoint}")
+            security.configure_client(sock, self._keys)
+        sock.connect(endpoint)
+        return sock
+
+    def worker_at(self, node: NodeLink, bound: str) -> str:
+        """Where to reach a worker of ``node`` that bound ``bound`` (through the port map
+        when there is one)."""
+        if self._port_map is not None and bound.startswith("tcp://"):
+            return self._port_map(node.index, int(bound.rsplit(":", 1)[1]))
+        return worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint"))
+
+    def ordered(self) -> list[NodeLink]:
+        """Every node, in index order (a snapshot: nodes may join or leave meanwhile; the
+        copy is one step under the GIL, so the I/O thread changing the table cannot break it)."""
+        nodes = self.nodes.copy()
+        return [nodes[i] for i in sorted(nodes)]
+
+    def worker(self, key: WorkerKey) -> WorkerLink:
+        return self.nodes[key[0]].workers[key[1]]
+
+    def find_worker(self, key: WorkerKey) -> WorkerLink | None:
+        """The worker, or None when its node left (or was replaced by one with fewer)."""
+        node = self.nodes.get(key[0])
+        if node is None or key[1] >= len(node.workers):
+            return None
+        return node.workers[key[1]]
+
+    def check_every_node_alive(self) -> None:
+        """For ``@``: a lost node fails it at once with ``NodeLostError``."""
+        lost = [node for node in self.ordered() if node.lost]
+        if lost:
+            first = lost[0]
+            why = (first.workers[0].last_death if first.workers else "") or "no answer"
+            raise NodeLostError(
+                f"node {first.index} of the pool was lost ({why}); a computation for every worker cannot run on it"
+            )

@@ -1,0 +1,309 @@
+"""The client's I/O thread: the one owner of the shared sockets.
+
+It waits on every agent's and worker's socket and on a wake pipe (an inproc PUSH/PULL
+pair: a caller on any thread that queued work, a call to run here or a control message
+nudges it). Each turn it drains what arrived (results from workers, logs, metrics and
+notices from agents), asks the dispatcher what to send and recall, sends it, and once a
+second lets the heartbeat ping the agents and check who went silent.
+
+Results are settled in the ledger under its lock and resolved outside it (user
+callbacks may run there). A stream's values are only queued here, never unpickled: the
+reader's thread does that (see ``stream``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import zmq
+
+from skyward.errors import WorkerDiedError
+from skyward.transport import serialize, wire
+from skyward.transport.completion import Completion
+from skyward.transport.dispatcher import Dispatcher, WorkerKey
+from skyward.transport.ledger import TaskLedger, claim, ended_by_recall
+from skyward.transport.links import Links, NodeLink, WorkerLink
+from skyward.transport.results import ResultDecoder
+from skyward.transport.stream import StreamChannel
+
+__all__ = ["MessageHandler", "SocketLoop"]
+
+MessageHandler = Callable[[int, bytes, Mapping[str, Any]], None]
+"""(node index, message kind, decoded JSON object) for LOG, METRICS and NOTICE messages."""
+
+_PING_INTERVAL = 1.0
+_KNOWN_FUNCTIONS = 32  # fewer than the worker's cache (64): what we skip re-sending is still there
+
+TaskToSend = tuple[int, Completion | None, list[serialize.Frame] | None]
+
+
+class SocketLoop:
+    """The I/O thread, its poller and its wake pipe."""
+
+    def __init__(
+        self,
+        ledger: TaskLedger,
+        links: Links,
+        decoder: ResultDecoder,
+        on_message: MessageHandler,
+        heartbeat: Callable[[float], None],
+    ) -> None:
+        self._ledger = ledger
+        self._links = links
+        self._decoder = decoder
+        self._on_message = on_message
+        self._heartbeat = heartbeat  # once a second on this thread: ping agents, check who is silent
+        self._wake_address = f"inproc://skyward-wake-{id(self)}"
+        self._wake_pull = links.context.socket(zmq.PULL)
+        self._wake_pull.bind(self._wake_address)
+        self._local = threading.local()
+        self._wake_pending = False  # under the ledger's lock
+        self._calls: list[Callable[[], None]] = []
+        self._control: list[list[bytes]] = []
+        self._poller = zmq.Poller()
+        self._by_socket: dict[zmq.Socket[bytes], NodeLink | WorkerLink] = {}
+        self._thread: threading.Thread | None = None
+        self.running = False
+
+    def start(self) -> None:
+        self._poller.register(self._wake_pull, zmq.POLLIN)
+        self.running = True
+        self._thread = threading.Thread(target=self._loop, name="skyward-io", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread (at its next turn) and wait for it, unless this is it."""
+        self.running = False
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    # -- any thread ---------------------------------------------------------------------
+
+    def wake(self) -> None:
+        sock: zmq.Socket[bytes] | None = self._local.__dict__.get("push")
+        if sock is None:
+            sock = self._links.context.socket(zmq.PUSH)
+            sock.connect(self._wake_address)
+            self._local.push = sock
+        sock.send(b"")
+
+    def nudge(self) -> None:
+        """New work is queued: wake the thread unless a wake is already on its way."""
+        with self._ledger.lock:
+            wake = not self._wake_pending
+            self._wake_pending = True
+        if wake:
+            self.wake()
+
+    def call_soon(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on the I/O thread (it owns the shared sockets). Dropped once the
+        client is closed: there is nothing left to recall or install then."""
+        with self._ledger.lock:
+            if self._ledger.closed_reason is not None and not self.running:
+                return
+            self._calls.append(call)
+            self._wake_pending = True
+        try:
+            self.wake()
+        except zmq.ZMQError:
+            pass  # closed meanwhile
+
+    def broadcast(self, frames: list[bytes]) -> None:
+        """Send a control message to every live agent."""
+        with self._ledger.lock:
+            self._control.append(frames)
+            self._wake_pending = True
+        self.wake()
+
+    # -- sockets (the I/O thread, or before it starts) ----------------------------------
+
+    def watch(self, sock: zmq.Socket[bytes], owner: NodeLink | WorkerLink) -> None:
+        self._poller.register(sock, zmq.POLLIN)
+        self._by_socket[sock] = owner
+
+    def unwatch(self, sock: zmq.Socket[bytes]) -> None:
+        self._poller.unregister(sock)
+        self._by_socket.pop(sock, None)
+
+    def open_worker(self, worker: WorkerLink) -> None:
+        worker.socket = self._links.socket(zmq.DEALER, worker.endpoint)
+        self.watch(worker.socket, worker)
+
+    def close_worker(self, worker: WorkerLink) -> None:
+        """Drop the socket and whatever it still queues, so a restarted worker can never
+        receive a task that was already failed."""
+        if worker.socket is not None:
+            self.unwatch(worker.socket)
+            worker.socket.close(linger=0)
+            worker.socket = None
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        last_ping = 0.0
+        dispatcher = self._ledger.dispatcher
+        while self.running:
+            # while tasks are out, look again at least every 50 ms: a worker may become
+            # stuck on a long task (see Dispatcher.steal) without any message arriving
+            for sock, _ in self._poller.poll(50 if dispatcher.pending() else 250):
+                if sock is self._wake_pull:
+                    self._drain_wake()
+                    continue
+                owner = self._by_socket.get(sock)  # type: ignore[call-overload]
+                if isinstance(owner, WorkerLink):
+                    self._drain_worker(owner)
+                elif isinstance(owner, NodeLink):
+                    self._drain_node(owner)
+            self._dispatch()
+            now = time.monotonic()
+            if now - last_ping >= _PING_INTERVAL:
+                last_ping = now
+                self._heartbeat(now)
+
+    def _drain_wake(self) -> None:
+        while True:
+            try:
+                self._wake_pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+        with self._ledger.lock:
+            self._wake_pending = False
+            control, self._control = self._control, []
+            calls, self._calls = self._calls, []
+        for call in calls:
+            call()
+        for frames in control:
+            for node in self._links.ordered():
+                if not node.lost:
+                    node.socket.send_multipart(frames)
+
+    def _dispatch(self) -> None:
+        ledger = self._ledger
+        ledger.abandon_stopped_streams()
+        now = time.monotonic()
+        with ledger.lock:
+            ledger.dispatcher.steal(now)
+            assignments = ledger.dispatcher.assign(now)
+            recalls = ledger.dispatcher.recalls()
+            sends = [
+                (key, [(t, ledger.completions.get(t), ledger.payloads.get(t)) for t in ids]) for key, ids in assignments
+            ]
+        for key, ids in recalls.items():
+            worker = self._links.find_worker(key)
+            if worker is not None and worker.socket is not None:
+                worker.socket.send(wire.pack_recall(ids))
+        for key, tasks in sends:
+            self._send_chunk(key, tasks)
+
+    def _send_chunk(self, key: WorkerKey, tasks: list[TaskToSend]) -> None:
+        ledger = self._ledger
+        worker = self._links.find_worker(key)
+        entries: list[tuple[int, int, int]] = []
+        frames: list[serialize.Frame] = []
+        for task_id, completion, payload in tasks:
+            if completion is None or payload is None or worker is None or not claim(completion):
+                with ledger.lock:  # cancelled after it was assigned: it never leaves
+                    ledger.dispatcher.cancel(task_id)
+                    ledger.dispatcher.recalled(key, task_id)
+                    ledger.forget(task_id)
+                continue
+            fn_key = bytes(payload[0])
+            fn_bytes = bytes(payload[1])
+            if fn_key in worker.functions:
+                fn_bytes = b""
+            else:
+                worker.functions[fn_key] = None
+                if len(worker.functions) > _KNOWN_FUNCTIONS:
+                    del worker.functions[next(iter(worker.functions))]
+            task_frames = wire.encode_task(fn_key, fn_bytes, payload[2:])
+            window = completion.window if isinstance(completion, StreamChannel) else 0
+            entries.append((task_id, len(task_frames), window))
+            frames.extend(task_frames)
+        if entries and worker is not None and worker.socket is not None:
+            wire.send_frames(worker.socket, wire.pack_message([wire.pack_tasks(entries), *frames]))
+
+    def _drain_worker(self, worker: WorkerLink) -> None:
+        while worker.socket is not None:
+            try:
+                frames = wire.recv_frames(worker.socket, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            header, parts = wire.open_message(frames)
+            if header[:1] != wire.RESULTS:
+                continue
+            self._resolve(worker, wire.unpack_results(header), parts, time.monotonic())
+
+    def _resolve(
+        self,
+        worker: WorkerLink,
+        entries: list[tuple[int, wire.Status, int, float]],
+        frames: list[serialize.Frame],
+        now: float,
+    ) -> None:
+        """Results of one RESULTS message: the bookkeeping under the ledger's lock, then
+        each completion resolved outside it (user callbacks may run there)."""
+        node = worker.key[0]
+        for completion, status, payload in self._ledger.settle(worker.key, entries, frames, now):
+            if completion.done():
+                continue
+            if status > wire.Status.RECALLED:
+                if isinstance(completion, StreamChannel):
+                    completion.item(payload, node, status == wire.Status.ITEMS)
+                continue
+            if status == wire.Status.RECALLED:
+                ended_by_recall(completion)
+                continue
+            try:
+                value = self._decoder.value(status, payload, node)
+            except BaseException as error:
+                completion.set_exception(error)
+            else:
+                completion.set_result(value)
+
+    def _drain_node(self, node: NodeLink) -> None:
+        while True:
+            try:
+                frames = node.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            node.last_heard = time.monotonic()
+            kind = frames[0]
+            if kind == wire.NOTICE:
+                notice = wire.decode_json(frames[1])
+                self._on_notice(node, notice)
+                self._on_message(node.index, kind, notice)
+            elif kind in (wire.LOG, wire.METRICS):
+                self._on_message(node.index, kind, wire.decode_json(frames[1]))
+            elif kind == wire.BYE:
+                node.said_bye = True
+
+    def _on_notice(self, node: NodeLink, notice: Mapping[str, Any]) -> None:
+        """A worker died (what it held fails) or came back (a fresh socket to it)."""
+        if notice.get("kind") == "worker-died":
+            worker = node.workers[int(notice["worker"])]
+            self.close_worker(worker)
+            worker.functions.clear()
+            cause = notice.get("cause")
+
+            def died(dispatcher: Dispatcher) -> list[tuple[int, BaseException]]:
+                lost = dispatcher.worker_died(worker.key)
+                queued = (
+                    f"worker {worker.key[1]} on node {node.index} died ({cause}) before this task, "
+                    "queued on it, had started"
+                )  # fmt: skip
+                # the first was running: it gets the agent's own account of the death
+                return [(t, WorkerDiedError(str(notice["message"]) if i == 0 else queued)) for i, t in enumerate(lost)]
+
+            self._ledger.fail_where(died)
+            worker.last_death = str(notice["message"])
+            worker.generation += 1
+        elif notice.get("kind") == "worker-ready":
+            worker = node.workers[int(notice["worker"])]
+            worker.endpoint = self._links.worker_at(node, str(notice["endpoint"]))
+            self.close_worker(worker)
+            self.open_worker(worker)
+            with self._ledger.lock:
+                self._ledger.dispatcher.worker_ready(worker.key)
