@@ -88,7 +88,7 @@ def test_n_jobs_one_runs_here_as_with_every_joblib_backend(pool: sky.ComputePool
 
 def test_the_backend_is_registered_under_skyward(pool: sky.ComputePool, worker_pids: set[int]) -> None:
     with sky.integrations.joblib_backend(pool):
-        assert "skyward" in joblib.parallel.BACKENDS
+        assert joblib.parallel.BACKENDS["skyward"] is SkywardBackend  # the type it makes, as joblib's own
         parallel = Parallel(backend="skyward", n_jobs=-1)
         assert isinstance(parallel._backend, SkywardBackend) and parallel._backend.pool is pool
         assert set(parallel(delayed(pid_of)(i) for i in range(4))) <= worker_pids
@@ -292,17 +292,19 @@ def test_an_initializer_that_is_not_callable_is_refused(pool: sky.ComputePool) -
         Parallel(n_jobs=2, initializer=42)(delayed(double)(i) for i in range(2))
 
 
-def explicit_nested(x: int) -> tuple[int, list[int], str, list[str]]:
+def explicit_nested(x: int) -> tuple[int, list[int], str, list[bool], int]:
     """A task that names the backend itself, then once more a level deeper (in a thread)."""
     inner = Parallel(n_jobs=2, backend="skyward")(delayed(pid_of)(i) for i in range(4))
-    deeper = Parallel(n_jobs=2, backend="skyward")(delayed(innermost_backend)(i) for i in range(2))
+    deeper = Parallel(n_jobs=2, backend="skyward")(delayed(runs_in_the_calling_thread)(i) for i in range(2))
     backend, _ = joblib.parallel.get_active_backend()
-    return os.getpid(), inner, type(backend).__name__, deeper
+    with parallel_config(backend="skyward") as config:  # the level comes from the backend around it
+        level = config["backend"].nesting_level
+    return os.getpid(), inner, type(backend).__name__, deeper, level
 
 
-def innermost_backend(_: int) -> str:
-    parallel = Parallel(n_jobs=2, backend="skyward")
-    return type(parallel._backend).__name__
+def runs_in_the_calling_thread(_: int) -> bool:
+    caller = threading.get_ident()
+    return Parallel(n_jobs=2, backend="skyward")(delayed(threading.get_ident)() for _ in range(4)) == [caller] * 4
 
 
 def test_a_nested_parallel_naming_the_backend_runs_on_that_worker(pool: sky.ComputePool, worker_pids: set[int]) -> None:
@@ -310,11 +312,12 @@ def test_a_nested_parallel_naming_the_backend_runs_on_that_worker(pool: sky.Comp
     # the first level of nesting and sequentially below it
     with sky.integrations.joblib_backend(pool):
         results = Parallel(n_jobs=-1, batch_size=1)(delayed(explicit_nested)(i) for i in range(4))
-    for pid, inner, backend, deeper in results:
+    for pid, inner, backend, deeper, level in results:
         assert pid in worker_pids
         assert inner == [pid] * 4
         assert backend == "ThreadingBackend"
-        assert deeper == ["SequentialBackend"] * 2
+        assert deeper == [True, True]  # sequential below the first level
+        assert level == 1
 
 
 def add_to(shared: Any, lock: Any, x: int) -> int:

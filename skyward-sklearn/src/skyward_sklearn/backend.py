@@ -52,9 +52,8 @@ from joblib.parallel import (
 )
 
 from skyward.api.compute import PendingCompute
-from skyward.errors import ConfigurationError, NotInComputationError, PoolClosedError
+from skyward.errors import ConfigurationError, PoolClosedError
 from skyward.providers.local import Local
-from skyward.runtime.context import instance_info
 from skyward_sklearn.nesting import BACKEND_NAME, worker_backend
 from skyward_sklearn.payload import RUN_BATCH, Initializer, ThreadPolicy, encode
 
@@ -299,25 +298,9 @@ def _initializer(backend_kwargs: dict[str, Any]) -> Initializer | None:
     return (fn, tuple(args), uuid.uuid4().hex)
 
 
-def _on_worker() -> bool:
-    try:
-        instance_info()
-    except NotInComputationError:
-        return False
-    return True
-
-
-def _factory(
-    nesting_level: int | None = None, inner_max_num_threads: int | None = None, **kwargs: Any
-) -> ParallelBackendBase:
-    """``"skyward"``: the innermost active pool; inside a task on a worker with no pool
-    block of its own, that worker (skyward_sklearn.nesting, as with loky's name there)."""
-    if kwargs.get("pool") is None and _innermost() is None and _on_worker():
-        return worker_backend(nesting_level)
-    return SkywardBackend(nesting_level=nesting_level, inner_max_num_threads=inner_max_num_threads, **kwargs)
-
-
 def register() -> None:
-    """Register ``"skyward"`` with joblib (idempotent). Outside a pool's block the name
-    stays registered and says clearly that it has no pool."""
-    register_parallel_backend(BACKEND_NAME, _factory)
+    """Register ``"skyward"`` with joblib (idempotent): the class itself, as joblib's own
+    backends are, so ``BACKENDS["skyward"]`` is the type of the backend it makes.
+    Outside a pool's block the name stays registered and says clearly that it has no
+    pool; on a worker, ``skyward_sklearn.nesting`` gives the name its meaning there."""
+    register_parallel_backend(BACKEND_NAME, SkywardBackend)
