@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import pytest
@@ -22,9 +22,12 @@ from harness.netns import isolation_problem
 
 import skyward
 from skyward import compute, gather
+from skyward.agent.config import ENV_VAR, AgentConfig
 from skyward.errors import ProvisioningError
 from skyward.image import BootstrapContext
+from skyward.providers import NODE_TTL_MARGIN, UserDataFactory
 from skyward.providers.protocol import ProviderDriver
+from skyward.transport.security import CurveKeys
 
 F = TypeVar("F", bound=FakeCloud)
 
@@ -54,11 +57,39 @@ def fake_user_data(
     return f"#!/usr/bin/env bash\n# node={node} bind={bind} run_dir={run_dir} id={instance_id}\n"
 
 
-def run(driver: ProviderDriver, spec: Any, events: list[Any]) -> list[Any]:
+def rendered_user_data(spec: Any) -> UserDataFactory:
+    """The bootstrap a node of ``spec`` gets, rendered by the image from the context the
+    driver gives (apt, uv, the environment, wheels, the agent's start and environment)
+    and an agent config with keys of its own, as the pool adds it: whatever the driver or
+    the image put in reaches this script."""
+    keys = CurveKeys.generate()
+
+    def user_data(
+        node: int,
+        bind: str,
+        context: BootstrapContext,
+        *,
+        run_dir: str,
+        visible_devices: Sequence[str | None] = (),
+        instance_id: str = "",
+    ) -> str:
+        config = AgentConfig(
+            pool_id=spec.pool_id, node=node, total_nodes=spec.nodes, workers=spec.workers_per_node, bind=bind,
+            run_dir=run_dir, server_secret=keys.server_secret.decode(), client_public=keys.client_public.decode(),
+            ttl_seconds=spec.timeout + NODE_TTL_MARGIN, visible_devices=list(visible_devices), instance_id=instance_id,
+        )  # fmt: skip
+        with_config = replace(context, agent_env={**context.agent_env, ENV_VAR: config.to_json()})
+        script: str = spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=with_config)
+        return script
+
+    return user_data
+
+
+def run(driver: ProviderDriver, spec: Any, events: list[Any], user_data: UserDataFactory = fake_user_data) -> list[Any]:
     """validate, prepare and launch, as the pool does."""
     driver.validate(spec)
     driver.prepare(spec, events.append)
-    return driver.launch(spec, fake_user_data, events.append)
+    return driver.launch(spec, user_data, events.append)
 
 
 def finish(driver: ProviderDriver, nodes: Sequence[Any] = ()) -> None:

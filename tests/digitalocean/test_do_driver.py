@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 from do_support import finish, make_spec, nothing_left, run
 from fakes.digitalocean import FakeDigitalOcean
-from providers_support import check_never_started_nodes_are_deleted, check_slow_then_stuck_api, launched
+from providers_support import (
+    check_never_started_nodes_are_deleted,
+    check_slow_then_stuck_api,
+    launched,
+    rendered_user_data,
+)
 
 from skyward.errors import NoOfferError, ProvisioningError
 from skyward.events import BootstrapStarting, InstanceLaunching, InstanceProvisioned, Notice
@@ -62,9 +67,11 @@ def test_a_pool_of_two_droplets_and_nothing_left_after(fake_do: FakeDigitalOcean
 def test_the_token_is_checked_and_never_sent_to_a_droplet(fake_do: FakeDigitalOcean, do_config: DigitalOcean) -> None:
     spec = make_spec(do_config)
     driver = DigitalOceanDriver(do_config)
-    nodes = run(driver, spec, [])
+    nodes = run(driver, spec, [], rendered_user_data(spec))  # the whole bootstrap, as a droplet gets it
     try:
-        assert all(fake_do.token not in d.user_data for d in fake_do.droplets.values())
+        user_data = [d.user_data for d in fake_do.droplets.values()]
+        assert user_data and all("# Skyward bootstrap for image" in u and "-m skyward.agent" in u for u in user_data)
+        assert all(fake_do.token not in u for u in user_data)
     finally:
         finish(driver, nodes)
     fake_do.token = "another-token"

@@ -3,6 +3,7 @@ with every container an emulated instance reached only through its public port m
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import asdict
 from typing import Any
 
@@ -13,6 +14,7 @@ from providers_support import wait_until
 
 import skyward as sky
 from skyward import ComputePool, compute, gather
+from skyward.errors import UnreadableResultError
 from skyward.events import InstanceInterrupted, Notice
 
 pytestmark = pytest.mark.cloud
@@ -31,6 +33,12 @@ def one() -> int:
 @compute
 def two() -> int:
     return 2
+
+
+@compute
+def an_address() -> ipaddress.IPv4Address:
+    """A result of a type safe mode's allow-list does not name (stdlib, but not plain data)."""
+    return ipaddress.IPv4Address("192.0.2.1")
 
 
 def test_a_pool_runs_through_the_port_mapping_and_deletes_its_containers(
@@ -86,4 +94,17 @@ def test_the_seed_s_quick_example_runs_on_the_marketplace(world: object, market:
         assert (square(7) >> pool)[0] == 49
         assert [r for r, _ in square(3) @ pool] == [9]
         assert ((one() & two()) >> pool) == (1, 2)
+    assert market.live() == set()
+
+
+def test_a_pool_reads_results_with_the_allow_list_unless_told_otherwise(
+    world: object, market: Marketplace[Any]
+) -> None:
+    # a marketplace host is a third party: what its node sends back must not name code
+    # to run here, so a pool on it decodes safely without being asked to
+    with ComputePool(provider=market.config, display="quiet") as pool:
+        assert (one() >> pool) == 1
+        with pytest.raises(UnreadableResultError, match=r"ipaddress\.IPv4Address"):
+            an_address() >> pool
+        assert (two() >> pool) == 2  # a refused result fails its task, not the pool
     assert market.live() == set()

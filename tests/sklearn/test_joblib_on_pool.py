@@ -7,8 +7,10 @@ import os
 import pickle
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import joblib
 import pytest
@@ -86,7 +88,7 @@ def test_n_jobs_one_runs_here_as_with_every_joblib_backend(pool: sky.ComputePool
 
 def test_the_backend_is_registered_under_skyward(pool: sky.ComputePool, worker_pids: set[int]) -> None:
     with sky.integrations.joblib_backend(pool):
-        assert "skyward" in joblib.parallel.BACKENDS
+        assert joblib.parallel.BACKENDS["skyward"] is SkywardBackend  # the type it makes, as joblib's own
         parallel = Parallel(backend="skyward", n_jobs=-1)
         assert isinstance(parallel._backend, SkywardBackend) and parallel._backend.pool is pool
         assert set(parallel(delayed(pid_of)(i) for i in range(4))) <= worker_pids
@@ -208,24 +210,36 @@ def test_a_one_slot_pool_still_runs_the_work_there() -> None:
         assert os.getpid() not in pids
 
 
-def sleep_for(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
-
-
 def blas_threads(data: object) -> list[int]:
     from threadpoolctl import threadpool_info
 
     return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
 
-def test_a_timeout_surfaces_as_joblib_raises_it(pool: sky.ComputePool) -> None:
+def wait_for_release(folder: str) -> str:
+    """Block until the test creates ``released`` (at most 60 s), and record which came
+    first: the caller's release, or this task giving up on it."""
+    deadline = time.monotonic() + 60  # bounds a regression's failure, never a pass
+    while not Path(folder, "released").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    outcome = "released" if Path(folder, "released").exists() else "gave up"
+    Path(folder, "outcome").write_text(outcome)
+    return outcome
+
+
+def test_a_timeout_surfaces_as_joblib_raises_it(pool: sky.ComputePool, tmp_path: Path) -> None:
+    # The slow task ends only after the test releases it, which the test does only once
+    # Parallel has raised: a timeout that waited for the task would see it give up instead.
     with sky.integrations.joblib_backend(pool):
-        started = time.monotonic()
         with pytest.raises(multiprocessing.TimeoutError):  # what joblib raises with loky too
-            Parallel(n_jobs=-1, timeout=0.3)(delayed(sleep_for)(s) for s in (0.01, 2.0, 0.01))
-        assert time.monotonic() - started < 1.5
+            Parallel(n_jobs=-1, timeout=0.3)(delayed(wait_for_release)(str(tmp_path)) for _ in range(1))
+        Path(tmp_path, "released").touch()
         assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(3)) == [0, 2, 4]
+    outcome = Path(tmp_path, "outcome")
+    deadline = time.monotonic() + 60
+    while not outcome.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert outcome.read_text() == "released"
 
 
 def test_blas_threads_are_limited_to_the_cpus_per_slot(pool: sky.ComputePool) -> None:
@@ -276,3 +290,77 @@ def test_an_initializer_runs_once_on_each_worker_before_its_batches(
 def test_an_initializer_that_is_not_callable_is_refused(pool: sky.ComputePool) -> None:
     with sky.integrations.joblib_backend(pool), pytest.raises(TypeError, match="initializer"):
         Parallel(n_jobs=2, initializer=42)(delayed(double)(i) for i in range(2))
+
+
+def explicit_nested(x: int) -> tuple[int, list[int], str, list[bool], int]:
+    """A task that names the backend itself, then once more a level deeper (in a thread)."""
+    inner = Parallel(n_jobs=2, backend="skyward")(delayed(pid_of)(i) for i in range(4))
+    deeper = Parallel(n_jobs=2, backend="skyward")(delayed(runs_in_the_calling_thread)(i) for i in range(2))
+    backend, _ = joblib.parallel.get_active_backend()
+    with parallel_config(backend="skyward") as config:  # the level comes from the backend around it
+        level = config["backend"].nesting_level
+    return os.getpid(), inner, type(backend).__name__, deeper, level
+
+
+def runs_in_the_calling_thread(_: int) -> bool:
+    caller = threading.get_ident()
+    return Parallel(n_jobs=2, backend="skyward")(delayed(threading.get_ident)() for _ in range(4)) == [caller] * 4
+
+
+def test_a_nested_parallel_naming_the_backend_runs_on_that_worker(pool: sky.ComputePool, worker_pids: set[int]) -> None:
+    # as loky's name does inside a loky worker: the work stays on the worker, in threads at
+    # the first level of nesting and sequentially below it
+    with sky.integrations.joblib_backend(pool):
+        results = Parallel(n_jobs=-1, batch_size=1)(delayed(explicit_nested)(i) for i in range(4))
+    for pid, inner, backend, deeper, level in results:
+        assert pid in worker_pids
+        assert inner == [pid] * 4
+        assert backend == "ThreadingBackend"
+        assert deeper == [True, True]  # sequential below the first level
+        assert level == 1
+
+
+def add_to(shared: Any, lock: Any, x: int) -> int:
+    with lock:
+        shared[x] = x * x
+    return os.getpid()
+
+
+def test_manager_proxies_passed_to_tasks_work_on_a_local_pool(pool: sky.ComputePool, worker_pids: set[int]) -> None:
+    # loky's workers accept them; a Local pool's workers get the client's authkey to do so
+    with multiprocessing.Manager() as manager, sky.integrations.joblib_backend(pool):
+        shared, lock = manager.dict(), manager.Lock()
+        pids = Parallel(n_jobs=-1, batch_size=1)(delayed(add_to)(shared, lock, i) for i in range(6))
+        assert dict(shared) == {i: i * i for i in range(6)}
+    assert set(pids) <= worker_pids
+
+
+def _use_backend_in_a_forked_child(report: Any) -> None:
+    try:
+        Parallel(n_jobs=-1)(delayed(double)(i) for i in range(4))
+    except PoolClosedError as exc:
+        report.send(f"PoolClosedError: {exc}")
+    except BaseException as exc:  # what else arrived, for the assertion message
+        report.send(f"{type(exc).__name__}: {exc}")
+    else:
+        report.send("no error")
+
+
+def test_a_forked_child_of_a_process_that_used_the_backend_is_refused_not_stuck(pool: sky.ComputePool) -> None:
+    fork = multiprocessing.get_context("fork")
+    receive, send = fork.Pipe(duplex=False)
+    with sky.integrations.joblib_backend(pool):
+        assert Parallel(n_jobs=-1)(delayed(double)(i) for i in range(4)) == [0, 2, 4, 6]  # completion thread started
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # forking a process with threads: the point here
+            child = fork.Process(target=_use_backend_in_a_forked_child, args=(send,))
+            child.start()
+    try:
+        # 60 s bounds a regression (the child waiting forever on its result), never a pass
+        answered = receive.poll(60)
+        report = receive.recv() if answered else "no answer: the child is stuck"
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+    assert report.startswith("PoolClosedError") and "forked" in report, report

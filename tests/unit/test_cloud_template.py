@@ -42,9 +42,11 @@ class Memory(CloudSettings):
 
 class MemoryAPI:
     """A cloud API in a dict. Instances run after ``boot_polls`` describes; ``refuse`` is
-    the set of create numbers (1-based) it refuses; ``sticky`` deletes need this many tries."""
+    the set of create numbers (1-based) it refuses; ``sticky`` deletes need this many tries;
+    ``together``: every create waits until that many are in flight at once (and is refused
+    if they never are), so a test can require parallel creates without timing them."""
 
-    def __init__(self, boot_polls: int = 1, create_seconds: float = 0.0) -> None:
+    def __init__(self, boot_polls: int = 1, together: int = 0) -> None:
         self.lock = threading.Lock()
         self.instances: dict[str, dict[str, Any]] = {}
         self.creates = 0
@@ -55,7 +57,8 @@ class MemoryAPI:
         self.sticky = 0
         self.lose_answer: set[int] = set()
         self.boot_polls = boot_polls
-        self.create_seconds = create_seconds
+        # 30 s only bounds a regression's failure (creates made one at a time), never a pass
+        self.rendezvous = threading.Barrier(together, timeout=30) if together else None
         self.in_flight = self.max_in_flight = 0
 
     def create(self, name: str, market: Market, labels: Labels) -> str:
@@ -65,7 +68,11 @@ class MemoryAPI:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            time.sleep(self.create_seconds)
+            if self.rendezvous is not None:
+                try:
+                    self.rendezvous.wait()
+                except threading.BrokenBarrierError:
+                    raise ProvisioningError(f"{self.rendezvous.parties} creates were never in flight at once") from None
             if number in self.capacity_refusals:
                 raise ProvisioningError("no capacity")
             if number in self.refuse:
@@ -173,12 +180,10 @@ def _launch(driver: MemoryDriver, spec: PoolSpec, events: list[object]) -> list[
 
 
 def test_nodes_are_created_in_parallel() -> None:
-    api = MemoryAPI(create_seconds=0.2)
+    api = MemoryAPI(together=8)  # each create returns only once all eight are in flight
     driver = MemoryDriver(api)
-    started = time.monotonic()
     handles = _launch(driver, _spec(8), [])
-    assert time.monotonic() - started < 8 * 0.2 / 2  # serially it would take 1.6 s
-    assert api.max_in_flight > 1
+    assert api.max_in_flight == 8
     assert [h.node for h in handles] == list(range(8))
 
 

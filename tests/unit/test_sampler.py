@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import random
 import sys
 from collections.abc import Iterator
@@ -15,9 +14,6 @@ from hypothesis import strategies as st
 from skyward.errors import ConfigurationError, NotInComputationError
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.sampler import DistributedSampler, epoch_permutation
-
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 
 
 @pytest.fixture(autouse=True)
@@ -177,7 +173,6 @@ def test_without_torch_the_permutation_comes_from_random(
 # -- index-for-index equality with torch ----------------------------------------------
 
 
-@needs_torch
 @settings(deadline=None)
 @given(
     n=st.integers(0, 150),
@@ -190,8 +185,10 @@ def test_without_torch_the_permutation_comes_from_random(
 def test_indices_equal_torchs_distributed_sampler(
     n: int, replicas: int, shuffle: bool, drop_last: bool, seed: int, epoch: int
 ) -> None:
-    # imported as modules (typed Any) so type checking does not depend on torch
-    TorchSampler = importlib.import_module("torch.utils.data.distributed").DistributedSampler
+    # torch is pinned in requirements-dev.txt: importorskip lets tests/skip_policy.py fail
+    # the run when it is missing instead of skipping quietly. Imported as a module (typed
+    # Any) so type checking does not depend on torch.
+    TorchSampler = pytest.importorskip("torch.utils.data.distributed").DistributedSampler
 
     for rank in range(replicas):
         ours = DistributedSampler(range(n), replicas, rank, shuffle, seed, drop_last)
@@ -206,9 +203,8 @@ def test_indices_equal_torchs_distributed_sampler(
         assert list(ours) == list(theirs)
 
 
-@needs_torch
 def test_works_as_a_dataloader_sampler() -> None:
-    torch = importlib.import_module("torch")
+    torch = pytest.importorskip("torch")  # pinned: a missing torch fails the run (tests/skip_policy.py)
     data = importlib.import_module("torch.utils.data")
     DataLoader, TensorDataset = data.DataLoader, data.TensorDataset
 

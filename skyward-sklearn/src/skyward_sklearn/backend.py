@@ -18,7 +18,10 @@ loky; only where the batches run changes.
   it; a batch already running on a worker finishes there and its result is dropped
   (workers are shared by the pool and are never killed for this).
 - Nested ``Parallel`` calls inside a task run on that worker: threads at the first level
-  of nesting, sequentially below it (joblib's default for process backends).
+  of nesting, sequentially below it (joblib's default for process backends), and so does
+  a nested ``Parallel(backend="skyward")`` (skyward_sklearn.nesting).
+- On a Local pool, ``multiprocessing.Manager()`` proxies passed to tasks work as they do
+  with loky's workers (``_client_authkey`` says why only there).
 - Completion callbacks run on a thread of their own, never on the pool's I/O thread: a
   callback dispatches the next batch, which pickles it, and that must not stall the
   traffic of every other task.
@@ -27,6 +30,8 @@ loky; only where the batches run changes.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import pickle
 import queue
 import threading
@@ -44,17 +49,18 @@ from joblib.parallel import (
     FallbackToBackend,
     ParallelBackendBase,
     SequentialBackend,
-    ThreadingBackend,
 )
 
 from skyward.api.compute import PendingCompute
-from skyward.errors import ConfigurationError
+from skyward.errors import ConfigurationError, PoolClosedError
+from skyward.providers.local import Local
+from skyward_sklearn.nesting import BACKEND_NAME, worker_backend
 from skyward_sklearn.payload import RUN_BATCH, Initializer, ThreadPolicy, encode
 
 if TYPE_CHECKING:
     from skyward.api.pool import ComputePool
 
-BACKEND_NAME = "skyward"
+__all__ = ["BACKEND_NAME", "SkywardBackend", "active_pool", "current_pool", "register"]
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +86,15 @@ def active_pool(pool: ComputePool) -> Iterator[None]:
                     break
 
 
-def current_pool() -> ComputePool:
+def _innermost() -> ComputePool | None:
     with _active_lock:
-        if _active:
-            return _active[-1]
+        return _active[-1] if _active else None
+
+
+def current_pool() -> ComputePool:
+    pool = _innermost()
+    if pool is not None:
+        return pool
     raise ConfigurationError(
         f"joblib backend {BACKEND_NAME!r} has no pool: use it inside "
         "'with joblib_backend(pool):', 'with sklearn_backend(pool):', JoblibPool(...) or ScikitLearnPool(...) "
@@ -92,9 +103,18 @@ def current_pool() -> ComputePool:
 
 
 class _Callbacks:
-    """One daemon thread that runs joblib's completion callbacks in order of completion."""
+    """One daemon thread that runs joblib's completion callbacks in order of completion.
+
+    Started on first use. A forked child inherits this object but not its thread, so
+    ``after_fork`` (registered with ``os.register_at_fork``) forgets the parent's: the
+    child's first callback starts its own thread, and a batch failing there (the pool
+    refuses a forked child with ``PoolClosedError``) reaches ``Parallel`` instead of
+    waiting forever on a queue no thread reads."""
 
     def __init__(self) -> None:
+        self.after_fork()
+
+    def after_fork(self) -> None:
         self._queue: queue.SimpleQueue[tuple[Callable[[Any], Any], Future[Any]]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -117,13 +137,30 @@ class _Callbacks:
 
 
 _callbacks = _Callbacks()
+os.register_at_fork(after_in_child=_callbacks.after_fork)
+
+
+def _is_local(pool: ComputePool) -> bool:
+    return isinstance(pool.spec.provider, Local)
 
 
 def _sharing(pool: ComputePool) -> int | None:
     """Worker slots sharing one machine's CPUs, when known here: all of a Local pool."""
-    from skyward.providers.local import Local
+    return pool.spec.total_workers if _is_local(pool) else None
 
-    return pool.spec.total_workers if isinstance(pool.spec.provider, Local) else None
+
+def _client_authkey(pool: ComputePool) -> bytes | None:
+    """This process's multiprocessing authkey, for the workers of a Local pool only.
+
+    A ``multiprocessing.Manager()`` proxy that a task receives connects back to its
+    manager with the authkey of the process that unpickles it; loky's workers inherit
+    their parent's, so proxies passed to tasks work there. A Local node's workers are
+    processes of the same user on the same machine, which could read that key anyway
+    (it is in this process's memory, and a manager listens on a socket they can reach),
+    so handing it to them grants nothing new. A cloud node is another machine, possibly
+    someone else's (a marketplace host): it never gets the key, and a proxy there fails
+    with ``AuthenticationError`` (it could not reach the manager's address either)."""
+    return bytes(multiprocessing.current_process().authkey) if _is_local(pool) else None
 
 
 class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[misc]
@@ -180,8 +217,6 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
             # As with loky: one job means no parallelism, in this process.
             raise FallbackToBackend(SequentialBackend(nesting_level=self.nesting_level))
         if not self.pool.is_active:
-            from skyward.errors import PoolClosedError
-
             raise PoolClosedError(f"joblib backend {BACKEND_NAME!r}: its pool {self.pool!r} is not active")
         self.parallel = parallel
         # joblib runs everything in this process when configure says 1. A pool of one
@@ -216,7 +251,8 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
             stream, buffers = encode(func)
         except Exception as exc:
             raise pickle.PicklingError(f"could not pickle the task to send it to the pool's workers: {exc}") from exc
-        return self.pool.submit(PendingCompute(RUN_BATCH, (stream, buffers, self._policy(), self._init), {}))
+        args = (stream, buffers, self._policy(), self._init, _client_authkey(self.pool))
+        return self.pool.submit(PendingCompute(RUN_BATCH, args, {}))
 
     def _forget(self, future: Future[Any]) -> None:
         with self._outstanding_lock:
@@ -243,10 +279,7 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
     def get_nested_backend(self) -> tuple[ParallelBackendBase, int | None]:
         # Travels inside every batch, so it must not hold the pool: tasks run their
         # nested Parallel calls on their own worker.
-        level = (self.nesting_level or 0) + 1
-        if level > 1:
-            return SequentialBackend(nesting_level=level), None
-        return ThreadingBackend(nesting_level=level), None
+        return worker_backend((self.nesting_level or 0) + 1), None
 
 
 def _initializer(backend_kwargs: dict[str, Any]) -> Initializer | None:
@@ -265,11 +298,9 @@ def _initializer(backend_kwargs: dict[str, Any]) -> Initializer | None:
     return (fn, tuple(args), uuid.uuid4().hex)
 
 
-def _factory(nesting_level: int | None = None, inner_max_num_threads: int | None = None, **kwargs: Any) -> Any:
-    return SkywardBackend(nesting_level=nesting_level, inner_max_num_threads=inner_max_num_threads, **kwargs)
-
-
 def register() -> None:
-    """Register ``"skyward"`` with joblib (idempotent). Outside a pool's block the name
-    stays registered and says clearly that it has no pool."""
-    register_parallel_backend(BACKEND_NAME, _factory)
+    """Register ``"skyward"`` with joblib (idempotent): the class itself, as joblib's own
+    backends are, so ``BACKENDS["skyward"]`` is the type of the backend it makes.
+    Outside a pool's block the name stays registered and says clearly that it has no
+    pool; on a worker, ``skyward_sklearn.nesting`` gives the name its meaning there."""
+    register_parallel_backend(BACKEND_NAME, SkywardBackend)

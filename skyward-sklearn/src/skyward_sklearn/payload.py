@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import io
+import multiprocessing
 import os
 import pickle
 import sys
@@ -38,6 +39,8 @@ from importlib import metadata
 from typing import Any
 
 import cloudpickle
+
+from skyward_sklearn.nesting import register_on_worker
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -213,9 +216,25 @@ def _initialize(init: Initializer | None) -> None:
         _initialized.add(token)
 
 
-def run_batch(stream: Any, buffers: list[Any], policy: ThreadPolicy, init: Initializer | None = None) -> Any:
+def _adopt_authkey(authkey: bytes | None) -> None:
+    """Take the client's multiprocessing authkey (sent to Local workers only, as
+    skyward_sklearn.backend._client_authkey explains), before the batch is unpickled: a
+    manager proxy in it connects to its manager while it is being loaded."""
+    if authkey is not None and bytes(multiprocessing.current_process().authkey) != authkey:
+        multiprocessing.current_process().authkey = authkey
+
+
+def run_batch(
+    stream: Any,
+    buffers: list[Any],
+    policy: ThreadPolicy,
+    init: Initializer | None = None,
+    authkey: bytes | None = None,
+) -> Any:
     """Runs on a worker: load a batch that ``encode`` pickled and call it (after the
     ``Parallel`` call's initializer, the first time this worker sees it)."""
+    register_on_worker()
+    _adopt_authkey(authkey)
     _initialize(init)
     batch: Callable[[], Any] = pickle.loads(stream, buffers=buffers)
     with _limited_threads(thread_limit(policy)):
