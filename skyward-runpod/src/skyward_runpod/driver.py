@@ -123,7 +123,9 @@ class RunPodDriver(MarketplaceProvider[RunPod]):
             "gpuCount": kind.gpus,
             "name": request.name,
             "imageName": self.config.image,
-            "dockerArgs": start_command_line(request.script),
+            # the loader, not the script (marketplace.start_command): no dockerArgs limit is
+            # documented, and none is relied on
+            "dockerArgs": start_command_line(request.script, labels.expires - self._clock()),
             "ports": ",".join(f"{port}/tcp" for port in range(first, last + 1)),
             "containerDiskInGb": self.config.disk_gb,
             "volumeInGb": 0,

@@ -35,7 +35,8 @@ class VastAI(CloudSettings):
     bid_margin:      a spot (interruptible) node bids the offer's minimum bid times
                      ``1 + bid_margin`` (never more than its on-demand price): a host's
                      minimum moves, and a bid at it is the first outbid.
-    api_url:         the API endpoint, with ``/api/v0`` (plain http only on loopback).
+    api_url:         the API endpoint, ending in ``/api/v0`` (plain http only on
+                     loopback); the instance listing is the same server's ``/api/v1``.
 
     The rest is every cloud's (``CloudSettings``); ``poll_interval`` is also how often
     spot nodes are checked for having been outbid.
@@ -63,6 +64,11 @@ class VastAI(CloudSettings):
         ):
             check_number("VastAI", name, value, low, high)
         check_urls("VastAI", self, ("api_url",))
+        if not self.api_url.rstrip("/").endswith("/api/v0"):
+            raise ConfigurationError(
+                f"VastAI(api_url={self.api_url!r}) must end in /api/v0 (as {DEFAULT_API_URL} does): the "
+                "listing is read from the same server's /api/v1"
+            )
 
 
 def api_key(home: Path | None = None) -> str:
