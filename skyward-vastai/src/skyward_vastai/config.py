@@ -19,6 +19,9 @@ from skyward.providers.cloud.settings import CloudSettings, check_urls
 KEY_ENV = "VAST_API_KEY"
 KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")  # under $HOME: the CLI's new place, its old one
 DEFAULT_API_URL = "https://console.vast.ai/api/v0"
+IMAGE_LIMIT = 1024
+"""The longest image name VastAI accepts (``x-input-validation: image: max_length: 1024`` in
+``api-reference/openapi/yaml/create_instance.yaml``, github.com/vast-ai/docs c624622)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,11 @@ class VastAI(CloudSettings):
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)
         check_container("VastAI", self.image, self.disk_gb)
+        if len(self.image) > IMAGE_LIMIT:
+            raise ConfigurationError(
+                f"VastAI(image={self.image[:60]!r}...) is {len(self.image)} characters; VastAI accepts at most "
+                f"{IMAGE_LIMIT}"
+            )
         for name, value, low, high in (
             ("min_reliability", self.min_reliability, 0.0, 1.0),
             ("min_cuda", self.min_cuda, 0.0, 100.0),
