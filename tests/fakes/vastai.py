@@ -126,6 +126,7 @@ class FakeInstance:
     script: str  # what the harness runs: the start command, as ``exec <args>``
     ports: list[int]
     bid: float | None
+    args: list[str] = field(default_factory=list)  # the start command as rented
     actual_status: str = "loading"
     intended_status: str = "running"
     public_ipaddr: str | None = None
@@ -336,7 +337,9 @@ class FakeVastAI(FakeContainerCloud):
             market["rented"] = True
             ident = next(self._ids)
             command = f"#!/bin/bash\nexec {shlex.join(body['args'])}\n"
-            self.instances[ident] = FakeInstance(ident, market, body["label"], body["image"], command, ports, bid)
+            self.instances[ident] = FakeInstance(
+                ident, market, body["label"], body["image"], command, ports, bid, list(body["args"])
+            )
         self.later(self.boot_delay, self._boot, ident)
         return Response(200, {"success": True, "new_contract": ident})
 
