@@ -199,6 +199,19 @@ def test_a_loader_whose_client_never_comes_gives_up_at_its_wait_and_says_why(
     assert b"pool sky-lonely, node 3" in err and b"no bootstrap script arrived" in err
 
 
+def test_a_restarted_container_runs_the_script_it_already_fetched_without_asking(
+    keys: CurveKeys, port: int, tmp_path: Path
+) -> None:
+    script = _script(_config(keys, port), "echo hi\n")
+    target = tmp_path / "bootstrap.sh"
+    target.write_text(script)
+    assert _loader(_config(keys, port), target, hashlib.sha256(script.encode()).hexdigest(), 60).wait(30) == 0
+    other = tmp_path / "other.sh"
+    other.write_text("#!/bin/sh\necho not the one\n")  # another script there: asked for again, none comes
+    assert _loader(_config(keys, port), other, hashlib.sha256(script.encode()).hexdigest(), 1).wait(30) == 3
+    assert other.read_text() == "#!/bin/sh\necho not the one\n"
+
+
 def test_a_client_with_other_keys_is_never_answered(keys: CurveKeys, port: int, tmp_path: Path) -> None:
     script = _script(_config(keys, port), "echo hi\n")
     target = tmp_path / "bootstrap.sh"
