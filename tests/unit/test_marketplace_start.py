@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +34,7 @@ from skyward.providers.cloud.marketplace import (
     start_command,
     start_command_line,
 )
-from skyward.transport import handshake
+from skyward.transport import handshake, wire
 from skyward.transport.security import CurveKeys, configure_client
 from skyward.wheels import loader, stage
 from skyward.wheels.cache import OfferedWheels
@@ -248,3 +249,51 @@ def test_the_start_command_fetches_its_script_and_runs_it(
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 0, out.decode()
     assert ran.read_text().startswith("ran as ") and ran.read_text().endswith(f"/{BOOT_SCRIPT}\n")
+
+
+def _node_asking_for_its_script_then_wheels(router: zmq.Socket[bytes], script: bytes, wheel: bytes) -> None:
+    """A node as the handshake meets it behind a loader: NEED_SCRIPT until the script comes,
+    then NEED until the wheel comes, then INFO. A client that never answers the second
+    request within 5 s gets an INFO that says so (the test then fails rather than hangs)."""
+    asked: float | None = None
+    peer, have_script, have_wheel = b"", False, False
+    while not have_wheel:
+        if not router.poll(100):
+            if asked is not None and time.monotonic() - asked > 5:
+                router.send_multipart([peer, wire.INFO, json.dumps({"stuck": True}).encode()])
+                return
+            continue
+        peer, kind, *rest = router.recv_multipart()
+        if kind == loader.SCRIPT:
+            have_script = rest == [script]
+        elif kind == stage.WHEELS:
+            have_wheel = rest == [wheel]
+            break
+        if have_script:
+            asked = asked or time.monotonic()
+            router.send_multipart([peer, stage.NEED, json.dumps([hashlib.sha256(wheel).hexdigest()]).encode()])
+        else:
+            router.send_multipart([peer, loader.NEED_SCRIPT, json.dumps([hashlib.sha256(script).hexdigest()]).encode()])
+    router.send_multipart([peer, wire.INFO, json.dumps({"endpoints": []}).encode()])
+
+
+def test_the_client_answers_a_script_request_then_the_wheel_request_that_follows_at_once() -> None:
+    script, wheel = b"#!/bin/sh\necho boot\n", b"a wheel" * 100
+    offered = {hashlib.sha256(b).hexdigest(): b for b in (script, wheel)}
+    with zmq.Context() as context:
+        router = context.socket(zmq.ROUTER)
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        dealer = context.socket(zmq.DEALER)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        node = threading.Thread(target=_node_asking_for_its_script_then_wheels, args=(router, script, wheel))
+        node.start()
+        try:
+            # a clock that never moves: the wheel request comes "at the same time" as the
+            # script was sent, and is answered all the same (each kind has its own resend timer)
+            (info,) = handshake.hello([dealer], lambda _: "silent", 60.0, clock=lambda: 0.0,
+                                      wheels=lambda digests: [offered[d] for d in digests])  # fmt: skip
+        finally:
+            node.join(30)
+            dealer.close(linger=0)
+            router.close(linger=0)
+    assert info == {"endpoints": []}
