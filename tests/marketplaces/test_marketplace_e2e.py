@@ -15,7 +15,7 @@ from providers_support import wait_until
 import skyward as sky
 from skyward import ComputePool, compute, gather
 from skyward.events import InstanceInterrupted, Notice
-from skyward.providers.cloud.marketplace import START_COMMAND_LIMIT
+from skyward.providers.cloud.marketplace_start import START_COMMAND_LIMIT
 
 pytestmark = pytest.mark.cloud
 

@@ -26,7 +26,7 @@ import skyward as sky
 from skyward.agent.config import CONFIG_END, ENV_VAR, AgentConfig
 from skyward.errors import ProvisioningError, WheelRefusedError
 from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
-from skyward.providers.cloud.marketplace import (
+from skyward.providers.cloud.marketplace_start import (
     BOOT_SCRIPT,
     START_COMMAND_LIMIT,
     agent_config_of,

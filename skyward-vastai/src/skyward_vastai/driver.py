@@ -18,8 +18,8 @@ from typing import Any
 from skyward.accelerators.spec import Accelerator
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
-from skyward.providers.cloud.marketplace import start_command
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
+from skyward.providers.cloud.marketplace_start import start_command
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import InstanceState, Labels, NodeRequest, Offer
 from skyward.providers.protocol import EventSink
@@ -147,7 +147,7 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
 
     def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
         """Rent the next fitting offer; one someone else rented first is skipped. The
-        container's command is the loader (``marketplace.start_command``): VastAI refuses
+        container's command is the loader (``marketplace_start.start_command``): VastAI refuses
         ``args`` past 4,096 characters, and the script is longer. It waits for its script
         until the pool's expiry at most."""
         first, last = labels.ports

@@ -5,7 +5,7 @@ A container marketplace starts a node with one command it stores with the rental
 ``args_str`` and ``onstart`` together pass 4,096 characters. A node's bootstrap script
 is 5 KB for a bare ``Image()`` and grows with each package, apt name, env value and
 plugin step (15.5 KB for a pool with a few pip packages from a checkout), so the
-command carries a loader instead (``skyward.providers.cloud.marketplace.start_command``)
+command carries a loader instead (``skyward.providers.cloud.marketplace_start.start_command``)
 and the script travels the way a checkout's wheels already do
 (``skyward.wheels.stage``): this program binds the agent's endpoint with the pool's
 CURVE keys, admits only the pool's client, answers whatever the client sends with
