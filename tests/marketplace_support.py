@@ -95,6 +95,10 @@ class Marketplace(Generic[F]):
     def gpu(self, instance_id: str) -> str:
         raise NotImplementedError
 
+    def start_command_length(self, instance_id: str) -> int:
+        """How long the container's start command was, as the marketplace's limit counts it."""
+        raise NotImplementedError
+
     first_pool: ClassVar[Mapping[str, Any]] = {}  # extra arguments of the port-mapping test's pool
 
     def check_first_pool(self, pool: Any) -> None:
@@ -126,6 +130,9 @@ class RunPodMarket(Marketplace[FakeRunPod]):
     def gpu(self, instance_id: str) -> str:
         return str(self.record(instance_id).input["gpuTypeId"])
 
+    def start_command_length(self, instance_id: str) -> int:
+        return len(str(self.record(instance_id).input["dockerArgs"]))
+
     def check_first_pool(self, pool: Any) -> None:
         for node in pool.nodes:
             pod = self.fake.pods[node.instance_id]
@@ -145,6 +152,9 @@ class VastMarket(Marketplace[FakeVastAI]):
 
     def gpu(self, instance_id: str) -> str:
         return str(self.record(instance_id).offer["gpu_name"])
+
+    def start_command_length(self, instance_id: str) -> int:
+        return len(" ".join(self.record(instance_id).args))  # args, args_str and onstart together
 
     def spot(self, instance_id: str) -> bool:
         return self.record(instance_id).bid is not None  # a bid: interruptible

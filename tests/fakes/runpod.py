@@ -1,4 +1,16 @@
-"""A stateful fake of RunPod's GraphQL API (the parts skyward-runpod uses).
+"""A stateful fake of RunPod's GraphQL API (the parts skyward-runpod uses), as strict as
+its documented rules.
+
+Sources, read 2026-11-25 (each rule below names its own): SDK: the official Python SDK,
+github.com/runpod/runpod-python (commit 07fc6e2, 2026-08-10): ``runpod/api/graphql.py``
+(``Authorization: Bearer``), ``runpod/api/mutations/pods.py``
+(``generate_pod_deployment_mutation``: the required ``name``, ``imageName`` and
+``cloudType``; ``cloudType`` one of ALL, COMMUNITY, SECURE; ``ports`` as
+``"8080/tcp,22/tcp"`` without spaces; ``env`` as a list of ``{key, value}``;
+``podTerminate(input: {podId})``); DOCS: docs.runpod.io/sdks/graphql/manage-pods (the
+create-pod example, ``dockerArgs`` a string). No length limit for ``dockerArgs`` is
+documented in either: this fake imposes none, and skyward does not rely on one (its
+start command is a small loader, well under VastAI's 4,096 characters).
 
 One endpoint (``POST /graphql``) taking ``{"query", "variables"}``; the operation is told
 by the field the query selects: ``gpuTypes``, ``myself { pods }``,
@@ -9,7 +21,8 @@ HTTP 200 with ``{"errors": [{"message"}]}``, and 401 for a missing or wrong key.
 
 Every call must carry ``Authorization: Bearer <key>`` (a key in the URL is also a
 violation). A deployed pod is ``RUNNING`` without a ``runtime`` for ``boot_delay``
-seconds; then its start command's script runs on the emulated-instance harness and each
+seconds; then its start command (``dockerArgs``, run as ``exec <dockerArgs>``: the line
+re-split with shell rules) runs on the emulated-instance harness and each
 published port gets a different public port (tests/fakes/portmap). Test controls:
 ``fail``/``slow`` (FakeHTTPServer), ``rate_limit``, ``no_capacity``, ``preempt``.
 """
@@ -18,23 +31,28 @@ from __future__ import annotations
 
 import itertools
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fakes.http import Request, Response
 from fakes.portmap import HOST, FakeContainerCloud
-from skyward.providers.cloud.marketplace import script_of
 
 API_KEY = "rpa_FAKE0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. Please refresh and try again."
 )
-_PORTS = re.compile(r"^\d{1,5}/tcp(,\d{1,5}/tcp)*$")
+_PORTS = re.compile(r"^\d{1,5}/(tcp|http)(,\d{1,5}/(tcp|http))*$")  # SDK: "8080/tcp,22/tcp", spaces removed
+# SDK generate_pod_deployment_mutation's input fields, plus bidPerGpu (podRentInterruptable)
 _INPUT = {
     "cloudType", "gpuTypeId", "gpuCount", "name", "imageName", "dockerArgs", "ports", "containerDiskInGb",
     "volumeInGb", "minVcpuCount", "minMemoryInGb", "supportPublicIp", "startSsh", "bidPerGpu", "env",
+    "dataCenterId", "countryCode", "volumeMountPath", "templateId", "networkVolumeId", "allowedCudaVersions",
+    "minDownload", "minUpload",
 }  # fmt: skip
+_CLOUD_TYPES = ("ALL", "COMMUNITY", "SECURE")  # SDK: "Cloud type (ALL, COMMUNITY, or SECURE)"
+_COUNTS = ("gpuCount", "containerDiskInGb", "volumeInGb", "minVcpuCount", "minMemoryInGb")  # SDK: ints
 
 
 def gpu(
@@ -61,7 +79,7 @@ GPU_TYPES = [
 class FakePod:
     id: str
     input: dict[str, Any]
-    script: str
+    script: str  # what the harness runs: the start command, as ``exec <dockerArgs>``
     spot: bool
     desired_status: str = "RUNNING"
     mapped: dict[int, int] = field(default_factory=dict)
@@ -167,22 +185,50 @@ class FakeRunPod(FakeContainerCloud):
         self.violation(why)
         return _errors(why)
 
-    def _deploy(self, pod: Any, spot: bool) -> Response:
-        if not isinstance(pod, dict) or not set(pod) <= _INPUT:
-            return self._reject(f"unknown pod input fields: {sorted(set(pod or {}) - _INPUT)}")
-        if pod.get("cloudType") not in ("SECURE", "COMMUNITY", "ALL"):
-            return self._reject(f"cloudType {pod.get('cloudType')!r}")
+    def deploy_problem(self, pod: object, spot: bool) -> str:
+        """Why RunPod refuses this pod input ("" when it accepts it), rule by rule."""
+        if not isinstance(pod, dict):
+            return "a deploy takes variables.input, an object"
+        if unknown := sorted(set(pod) - _INPUT):
+            return f"unknown pod input fields: {unknown}"
+        for name in ("name", "imageName"):  # SDK "Required Fields"
+            if not isinstance(pod.get(name), str) or not pod[name]:
+                return f"{name} is required: a string"
+        if pod.get("cloudType") not in _CLOUD_TYPES:  # SDK "Required Fields"; an enum
+            return f"cloudType {pod.get('cloudType')!r} is not one of {list(_CLOUD_TYPES)}"
         if not any(g["id"] == pod.get("gpuTypeId") for g in self.gpu_types):
-            return self._reject(f"unknown gpuTypeId {pod.get('gpuTypeId')!r}")
-        if not isinstance(pod.get("gpuCount"), int) or not isinstance(pod.get("name"), str):
-            return self._reject("gpuCount and name are required")
-        if not _PORTS.match(str(pod.get("ports") or "")):
-            return self._reject(f"ports {pod.get('ports')!r} is not 'N/tcp,...'")
-        script = script_of(str(pod.get("dockerArgs") or ""))
-        if script is None or not script.startswith("#!"):
-            return self._reject("dockerArgs must be the start command carrying a #! script")
+            return f"unknown gpuTypeId {pod.get('gpuTypeId')!r}"
+        for name in _COUNTS:
+            value = pod.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                return f"{name} is a whole number: {value!r}"
+        if not isinstance(pod.get("gpuCount"), int) or pod["gpuCount"] < 1:
+            return "gpuCount is required for a GPU pod: at least 1"
+        if pod.get("ports") is not None and not _PORTS.match(str(pod["ports"])):
+            return f"ports {pod.get('ports')!r} is not 'N/tcp,...' (no spaces)"
+        if pod.get("dockerArgs") is not None and not isinstance(pod["dockerArgs"], str):
+            return "dockerArgs is a string"
+        env = pod.get("env")
+        if env is not None and not (
+            isinstance(env, list) and all(isinstance(e, dict) and set(e) == {"key", "value"} for e in env)
+        ):
+            return f"env is a list of {{key, value}} (SDK): {env!r}"
         if spot != ("bidPerGpu" in pod) or (spot and not isinstance(pod["bidPerGpu"], int | float)):
-            return self._reject("bidPerGpu goes with podRentInterruptable, and only there")
+            return "bidPerGpu goes with podRentInterruptable, and only there"
+        return ""
+
+    def _deploy(self, pod: Any, spot: bool) -> Response:
+        problem = self.deploy_problem(pod, spot)
+        if problem:
+            return self._reject(problem)
+        args = str(pod.get("dockerArgs") or "")
+        try:
+            shlex.split(args)
+        except ValueError:
+            return self._reject(f"dockerArgs is not one shell line: {args[:80]!r}")
+        if not args or not pod.get("ports"):
+            return self._reject("skyward deploys with a start command and published ports")
+        script = f"#!/bin/bash\nexec {args}\n"
         with self.lock:
             self.deploys += 1
             if self.refusal is not None and self.deploys > self.refusal[0]:

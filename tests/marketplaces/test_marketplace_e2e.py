@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import asdict
+from importlib import metadata
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ import skyward as sky
 from skyward import ComputePool, compute, gather
 from skyward.errors import UnreadableResultError
 from skyward.events import InstanceInterrupted, Notice
+from skyward.providers.cloud.marketplace_start import START_COMMAND_LIMIT
 
 pytestmark = pytest.mark.cloud
 
@@ -58,6 +60,27 @@ def test_a_pool_runs_through_the_port_mapping_and_deletes_its_containers(
         assert [r for r, _ in gather(*(square(x) for x in range(6))) >> pool] == [x * x for x in range(6)]
     assert lifecycle_problems(seen, nodes=2, priced=True) == []
     assert sorted(market.removed()) == sorted(ids) and market.live() == set()
+    assert market.fake.violations == []
+
+
+def _installed(count: int) -> list[str]:
+    """Distributions the emulated image's package mirror holds (the test environment's)."""
+    names = {d.metadata["Name"].lower() for d in metadata.distributions() if d.metadata["Name"]}
+    return sorted(n for n in names if not n.startswith("skyward"))[:count]
+
+
+def test_a_large_image_from_a_checkout_starts_with_a_start_command_well_under_vastais_limit(
+    world: object, market: Marketplace[Any]
+) -> None:
+    image = sky.Image(
+        pip=_installed(20),
+        apt=[f"libsomething{i}-dev" for i in range(10)],
+        env={f"SETTING_{i}": f"a value that is not short at all {i}" for i in range(10)},
+    )
+    with ComputePool(provider=market.config, nodes=1, image=image, display="quiet") as pool:
+        assert (square(5) >> pool)[0] == 25
+        (node,) = pool.nodes
+        assert market.start_command_length(node.instance_id) <= START_COMMAND_LIMIT * 3 // 4
     assert market.fake.violations == []
 
 

@@ -35,7 +35,7 @@ def test_an_offer_rented_by_someone_else_is_skipped_and_a_failed_rent_destroys_t
 def test_a_rate_limited_and_slow_api_still_starts_the_pool(world: World[FakeVastAI], config: VastAI) -> None:
     fake = world.fake
     fake.rate_limit("POST", r"/api/v0/bundles/", times=2)
-    fake.rate_limit("GET", r"/api/v0/instances/", times=3)
+    fake.rate_limit("GET", r"/api/v1/instances/", times=3)
     fake.boot_delay = 1.5  # containers that take a while to pull their image
     with ComputePool(provider=config, nodes=1, display="quiet") as pool:
         assert (square(4) >> pool)[0] == 16

@@ -3,7 +3,6 @@ config checks, offers and the catalog names, the start command, labels, states."
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,16 @@ from hypothesis import strategies as st
 
 from skyward.errors import ConfigurationError
 from skyward.instances import InstanceType
+from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import (
     catalog_gpu,
     parse_pool_label,
     pool_label,
     reap_reason,
-    script_of,
-    start_command,
-    start_command_line,
 )
 from skyward.providers.cloud.template import InstanceState
 from skyward_vastai import VastAI
+from skyward_vastai.api import OfferTaken, rent_refusal
 from skyward_vastai.config import api_key
 from skyward_vastai.driver import ports_of, state_of
 from skyward_vastai.offers import fitting, parse_offers
@@ -118,19 +116,31 @@ def test_a_spot_price_is_the_minimum_bid_plus_the_margin_and_never_above_on_dema
     assert none.instance.spot_price is None and isinstance(none.instance, InstanceType)
 
 
-@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=400))
-def test_the_start_command_carries_any_script_unchanged(body: str) -> None:
-    script = f"#!/usr/bin/env bash\n{body}"
-    assert script_of(start_command(script)) == script
-    assert script_of(start_command_line(script)) == script
+def test_an_api_url_without_api_v0_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigurationError, match=r"VastAI\(api_url=.*must end in /api/v0"):
+        VastAI(api_url="https://console.vast.ai/api/v1")
+    assert VastAI(api_url="http://127.0.0.1:9/api/v0/").api_url.endswith("/api/v0/")
 
 
-def test_the_start_command_runs_the_script_as_bash_would(tmp_path: Path) -> None:
-    script = '#!/usr/bin/env bash\necho "it\'s $((6 * 7))" > "$OUT"\n'
-    command = start_command(script)
-    command[-1] = command[-1].replace("/root/skyward-bootstrap.sh", str(tmp_path / "boot.sh"))
-    subprocess.run(command, check=True, env={"OUT": str(tmp_path / "out"), "PATH": "/usr/bin:/bin"})
-    assert (tmp_path / "out").read_text() == "it's 42\n"
+def test_an_image_name_past_vastais_limit_is_refused_before_any_call() -> None:
+    with pytest.raises(ConfigurationError, match=r"VastAI\(image=.*1024"):
+        VastAI(image="registry.example/" + "x" * 1100)
+
+
+def _refused(status: int, code: str, message: str) -> Exception:
+    return rent_refusal(101, APIError("VastAI", "rent offer 101", status, message, code))
+
+
+def test_a_taken_offer_is_told_from_an_invalid_request() -> None:
+    # VastAI's documented 404: "error": "invalid_args" with a no_such_ask message
+    taken = _refused(404, "invalid_args", "error 404/3603: no_such_ask Instance type by id 101 is not available.")
+    assert isinstance(taken, OfferTaken)
+    assert isinstance(_refused(410, "no_such_ask", "error 410/3907: no_such_ask ..."), OfferTaken)
+    invalid = _refused(400, "invalid_args", "error 400: Invalid args: args + args_str + onstart is 9000 characters")
+    assert isinstance(invalid, ConfigurationError) and not isinstance(invalid, OfferTaken)
+    assert "invalid_args" in str(invalid) and "9000 characters" in str(invalid)
+    other = _refused(400, "", "insufficient credit")
+    assert type(other) is APIError and "insufficient credit" in str(other)
 
 
 @given(st.from_regex(r"[a-z0-9][a-z0-9-]{0,40}", fullmatch=True), st.integers(10**9, 10**10), st.integers(0, 999))

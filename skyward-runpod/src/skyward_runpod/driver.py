@@ -19,8 +19,8 @@ from typing import Any
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
 from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import start_command_line
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
+from skyward.providers.cloud.marketplace_start import start_command_line
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import InstanceState, Labels, NodeRequest, Offer
 from skyward.providers.protocol import EventSink
@@ -123,7 +123,9 @@ class RunPodDriver(MarketplaceProvider[RunPod]):
             "gpuCount": kind.gpus,
             "name": request.name,
             "imageName": self.config.image,
-            "dockerArgs": start_command_line(request.script),
+            # the loader, not the script (marketplace_start.start_command): no dockerArgs limit is
+            # documented, and none is relied on
+            "dockerArgs": start_command_line(request.script, labels.expires - self._clock()),
             "ports": ",".join(f"{port}/tcp" for port in range(first, last + 1)),
             "containerDiskInGb": self.config.disk_gb,
             "volumeInGb": 0,

@@ -19,6 +19,9 @@ from skyward.providers.cloud.settings import CloudSettings, check_urls
 KEY_ENV = "VAST_API_KEY"
 KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")  # under $HOME: the CLI's new place, its old one
 DEFAULT_API_URL = "https://console.vast.ai/api/v0"
+IMAGE_LIMIT = 1024
+"""The longest image name VastAI accepts (``x-input-validation: image: max_length: 1024`` in
+``api-reference/openapi/yaml/create_instance.yaml``, github.com/vast-ai/docs c624622)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +38,8 @@ class VastAI(CloudSettings):
     bid_margin:      a spot (interruptible) node bids the offer's minimum bid times
                      ``1 + bid_margin`` (never more than its on-demand price): a host's
                      minimum moves, and a bid at it is the first outbid.
-    api_url:         the API endpoint, with ``/api/v0`` (plain http only on loopback).
+    api_url:         the API endpoint, ending in ``/api/v0`` (plain http only on
+                     loopback); the instance listing is the same server's ``/api/v1``.
 
     The rest is every cloud's (``CloudSettings``); ``poll_interval`` is also how often
     spot nodes are checked for having been outbid.
@@ -55,6 +59,11 @@ class VastAI(CloudSettings):
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)
         check_container("VastAI", self.image, self.disk_gb)
+        if len(self.image) > IMAGE_LIMIT:
+            raise ConfigurationError(
+                f"VastAI(image={self.image[:60]!r}...) is {len(self.image)} characters; VastAI accepts at most "
+                f"{IMAGE_LIMIT}"
+            )
         for name, value, low, high in (
             ("min_reliability", self.min_reliability, 0.0, 1.0),
             ("min_cuda", self.min_cuda, 0.0, 100.0),
@@ -63,6 +72,11 @@ class VastAI(CloudSettings):
         ):
             check_number("VastAI", name, value, low, high)
         check_urls("VastAI", self, ("api_url",))
+        if not self.api_url.rstrip("/").endswith("/api/v0"):
+            raise ConfigurationError(
+                f"VastAI(api_url={self.api_url!r}) must end in /api/v0 (as {DEFAULT_API_URL} does): the "
+                "listing is read from the same server's /api/v1"
+            )
 
 
 def api_key(home: Path | None = None) -> str:

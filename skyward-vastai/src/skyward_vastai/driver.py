@@ -18,20 +18,18 @@ from typing import Any
 from skyward.accelerators.spec import Accelerator
 from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
-from skyward.providers.cloud.http import APIError
-from skyward.providers.cloud.marketplace import start_command
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
+from skyward.providers.cloud.marketplace_start import start_command
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.template import InstanceState, Labels, NodeRequest, Offer
 from skyward.providers.protocol import EventSink
 from skyward.spot import Market, NodePlan
-from skyward_vastai.api import VastAPI
+from skyward_vastai.api import OfferTaken, VastAPI
 from skyward_vastai.config import VastAI, api_key
 from skyward_vastai.offers import VastOffer, fitting, parse_offers, search_query
 
 PROVIDER = "vastai"
 _STOPPED = frozenset({"exited", "stopped", "offline", "inactive"})
-_TAKEN = ("no_such_ask", "not available", "no longer available", "already rented")
 
 
 class NoOfferLeft(ProvisioningError):
@@ -148,8 +146,12 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
         return None
 
     def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
-        """Rent the next fitting offer; one someone else rented first is skipped."""
+        """Rent the next fitting offer; one someone else rented first is skipped. The
+        container's command is the loader (``marketplace_start.start_command``): VastAI refuses
+        ``args`` past 4,096 characters, and the script is longer. It waits for its script
+        until the pool's expiry at most."""
         first, last = labels.ports
+        command = start_command(request.script, labels.expires - self._clock())
         searched = False
         while True:
             offer = self._take(request.market)
@@ -165,7 +167,7 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
                 "disk": self.config.disk_gb,
                 "label": request.name,
                 "runtype": "args",
-                "args": start_command(request.script),
+                "args": command,
                 "env": {f"-p {port}:{port}": "1" for port in range(first, last + 1)},
             }
             if request.market is Market.SPOT:
@@ -173,10 +175,8 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
                 body["price"] = round(offer.instance.spot_price, 4)  # the bid, $/h for the whole instance
             try:
                 return self.api.rent(offer.id, body)
-            except APIError as error:
-                if error.status in (400, 404, 410) and any(w in error.api_message.lower() for w in _TAKEN):
-                    continue
-                raise
+            except OfferTaken:
+                continue
 
     def is_capacity_refusal(self, error: Exception) -> bool:
         return isinstance(error, NoOfferLeft)

@@ -430,7 +430,9 @@ class ComputePool:
             agent_env={**context.agent_env, ENV_VAR: config.to_json()},
             extra_steps=(*context.extra_steps, *steps),
         )
-        return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
+        script = spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
+        self._wheels.offer_script(script)  # a container node's start command fetches it by sha256
+        return script
 
     def _report_bootstrap(self, handle: NodeHandle, info: NodeInfo) -> None:
         """BootstrapCompleted for a node whose agent answered: said here, and only here,

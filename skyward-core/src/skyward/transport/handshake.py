@@ -12,6 +12,12 @@ HELLO with ``NEED`` and the sha256 of each wheel until they arrive; ``hello`` se
 (``wheels``: sha256s -> bytes) and goes on saying HELLO until the agent answers INFO on
 the same endpoint. A node that refuses them (``REFUSED``: not the bytes its user-data
 names) ends the handshake with ``WheelRefusedError``.
+
+A container node started by a loader (``skyward.wheels.loader``: a marketplace's start
+command cannot hold the script) answers HELLO with ``NEED_SCRIPT`` and its bootstrap
+script's sha256 until the script arrives: ``hello`` answers it like a wheel request,
+from the same supply (the pool offers each node's script by its sha256), and the node
+goes on to ask for its wheels, if any, and to start its agent on the same endpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import zmq
 
 from skyward.errors import ProvisioningError, WheelRefusedError
 from skyward.transport import wire
-from skyward.wheels import stage
+from skyward.wheels import loader, stage
 
 HELLO_INTERVAL = 1.0
 WHEEL_RESEND_INTERVAL = 10.0
@@ -33,7 +39,7 @@ first copy was lost with a dropped connection); sooner, its NEED answers the HEL
 crossed the wheels on the wire and are ignored."""
 
 WheelSupply = Callable[[Sequence[str]], list[bytes]]
-"""The bytes of each wheel named by its sha256, in order."""
+"""The bytes of each wheel (or bootstrap script) named by its sha256, in order."""
 
 
 def wheels_due(last_sent: float | None, now: float) -> bool:
@@ -72,7 +78,8 @@ def hello(
     """Each agent's INFO, in the order of ``sockets``. Raises ``ProvisioningError`` with
     ``describe(silent indices)`` when some agent did not answer within ``timeout``."""
     infos: list[dict[str, Any] | None] = [None] * len(sockets)
-    sent: dict[int, float] = {}  # node index -> when its wheels were sent
+    sent: dict[tuple[int, bytes], float] = {}  # (node index, what it asked) -> when it was sent
+    last: dict[int, str] = {}  # node index -> what it was sent last, in words
     poller = zmq.Poller()
     for sock in sockets:
         poller.register(sock, zmq.POLLIN)
@@ -96,17 +103,25 @@ def hello(
                     break
                 if frames[0] == wire.INFO and infos[index] is None:
                     infos[index] = wire.decode_json(frames[1])
-                elif frames[0] == stage.NEED and infos[index] is None and wheels_due(sent.get(index), clock()):
-                    sent[index] = clock()
-                    ready.send_multipart([stage.WHEELS, *_wheels_for(wheels, index, frames[1])], copy=False)
+                elif frames[0] in _ANSWERS and infos[index] is None:
+                    if wheels_due(sent.get((index, frames[0])), clock()):
+                        sent[index, frames[0]] = clock()
+                        answer, last[index] = _ANSWERS[frames[0]]
+                        ready.send_multipart([answer, *_wheels_for(wheels, index, frames[1])], copy=False)
                 elif frames[0] == stage.REFUSED:
                     reason = frames[1].decode(errors="replace")
-                    raise WheelRefusedError(f"node {index} refused the wheels this client sent: {reason}")
+                    what = last.get(index, "wheels")
+                    raise WheelRefusedError(f"node {index} refused the {what} this client sent: {reason}")
     return [info for info in infos if info is not None]
+
+
+_ANSWERS = {stage.NEED: (stage.WHEELS, "wheels"), loader.NEED_SCRIPT: (loader.SCRIPT, "bootstrap script")}
+"""What a node asks for before its agent runs -> how the client answers (wheels, or its
+bootstrap script), each by sha256 from the pool's supply."""
 
 
 def _wheels_for(wheels: WheelSupply | None, index: int, need: bytes) -> list[bytes]:
     if wheels is None:
-        raise ProvisioningError(f"node {index} asks for wheels, and this client offered none")
+        raise ProvisioningError(f"node {index} asks for wheels or its bootstrap script, and this client offered none")
     digests = wire.decode_json(need)
     return wheels([str(d) for d in digests])

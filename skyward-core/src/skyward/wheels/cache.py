@@ -233,19 +233,28 @@ def _load(entry: Path, name: str) -> LocalWheel | None:
 
 
 class OfferedWheels:
-    """The wheels a pool named in its nodes' user-data, by sha256: what its client sends a
-    node that asks (``skyward.transport.handshake``), and nothing else. The bytes are read
-    when asked, as they are then: the node, not the client, checks them."""
+    """The wheels a pool named in its nodes' user-data, and the nodes' bootstrap scripts,
+    by sha256: what its client sends a node that asks (``skyward.transport.handshake``),
+    and nothing else. A wheel's bytes are read when asked, as they are then: the node, not
+    the client, checks them. A script is kept as rendered (a container marketplace's
+    start command names it by sha256 and fetches it: ``skyward.wheels.loader``)."""
 
     def __init__(self) -> None:
         self._paths: dict[str, Path] = {}
+        self._scripts: dict[str, bytes] = {}
 
     def offer(self, wheels: Iterable[LocalWheel]) -> None:
         for wheel in wheels:
             self._paths[wheel.sha256] = wheel.path
 
+    def offer_script(self, script: str) -> None:
+        data = script.encode()
+        self._scripts[hashlib.sha256(data).hexdigest()] = data
+
     def __call__(self, digests: Sequence[str]) -> list[bytes]:
-        unknown = [d for d in digests if d not in self._paths]
+        unknown = [d for d in digests if d not in self._paths and d not in self._scripts]
         if unknown:
-            raise WheelBuildError(f"a node asked for wheels this pool never offered (sha256 {', '.join(unknown)})")
-        return [self._paths[d].read_bytes() for d in digests]
+            raise WheelBuildError(
+                f"a node asked for wheels or a script this pool never offered (sha256 {', '.join(unknown)})"
+            )
+        return [self._scripts[d] if d in self._scripts else self._paths[d].read_bytes() for d in digests]

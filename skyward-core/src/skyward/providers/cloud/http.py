@@ -46,11 +46,12 @@ class APIError(ProvisioningError):
     """A provider's API call failed; ``status`` (None: no answer) and ``api_message`` are
     the API's own."""
 
-    def __init__(self, provider: str, action: str, status: int | None, message: str) -> None:
+    def __init__(self, provider: str, action: str, status: int | None, message: str, code: str = "") -> None:
         self.provider = provider
         self.action = action
         self.status = status
         self.api_message = message
+        self.api_code = code  # the body's machine-readable "error" (VastAI's "invalid_args"), "" if none
         where = f"HTTP {status}" if status is not None else "no response"
         super().__init__(f"{provider} API: {action} failed ({where}): {message}")
 
@@ -99,6 +100,17 @@ def _message(response: requests.Response) -> str:
             if body.get(key):
                 return str(body[key])[:300]
     return str(body)[:300]
+
+
+def _code(response: requests.Response) -> str:
+    """The body's ``error`` when it is a short code beside a message (``{"error":
+    "invalid_args", "msg": ...}``), else ""."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    code = body.get("error") if isinstance(body, dict) and body.get("msg") else None
+    return code if isinstance(code, str) else ""
 
 
 class Credential(Protocol):
@@ -224,7 +236,8 @@ class JsonAPI:
         try:
             response = self._http.send(method, path, **options)
         except HTTPStatusError as exc:
-            raise APIError(self.provider, action, exc.response.status_code, _message(exc.response)) from None
+            response = exc.response
+            raise APIError(self.provider, action, response.status_code, _message(response), _code(response)) from None
         except requests.RequestException as exc:
             raise APIError(self.provider, action, None, type(exc).__name__) from None
         if not response.content:

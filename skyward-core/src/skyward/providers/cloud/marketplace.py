@@ -5,7 +5,7 @@ host maps to others, no tags and no firewall API. This holds the rules both plug
 follow, once:
 
 * :data:`DEFAULT_CUDA_IMAGE`: the image a node runs unless the config names another;
-* :func:`start_command`: the node's bootstrap script, unchanged, as a container command;
+* the container's start command: ``skyward.providers.cloud.marketplace_start``;
 * :func:`pool_label` / :func:`parse_pool_label`: the one name a container carries (its
   VastAI label, its RunPod pod name), holding the pool id, its expiry and the node;
 * :func:`catalog_gpu`: the accelerator catalog's name for a marketplace's GPU name.
@@ -13,9 +13,7 @@ follow, once:
 
 from __future__ import annotations
 
-import base64
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,10 +28,6 @@ own packages rather than on apt."""
 
 MIN_CUDA = 12.4
 """The CUDA version :data:`DEFAULT_CUDA_IMAGE` needs of the host's driver."""
-
-BOOT_PATH = "/root/skyward-bootstrap.sh"
-"""Where the start command writes the script before running it (the container's own
-disk: nothing of it outlives the container)."""
 
 _POOL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 _LABEL = re.compile(r"^skyward-(?P<pool>[a-z0-9][a-z0-9-]{0,40}?)-(?P<expires>\d{9,11})-(?P<node>\d{1,4})$")
@@ -52,26 +46,6 @@ def check_number(owner: str, name: str, value: object, low: float, high: float) 
     """``value`` is a real number (not a bool) from ``low`` to ``high``."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise ConfigurationError(f"{owner}({name}={value!r}) must be a number from {low:g} to {high:g}")
-
-
-def start_command(script: str) -> list[str]:
-    """The container command that runs ``script`` (a ``#!`` bootstrap) unchanged: the
-    script travels base64-encoded (a start command is one line, and the marketplaces
-    re-split it with shell rules), is written to :data:`BOOT_PATH` and executed."""
-    encoded = base64.b64encode(script.encode()).decode("ascii")
-    return ["bash", "-c", f"echo {encoded} | base64 -d > {BOOT_PATH} && chmod 700 {BOOT_PATH} && exec {BOOT_PATH}"]
-
-
-def start_command_line(script: str) -> str:
-    """:func:`start_command` as one shell line (RunPod's ``dockerArgs``)."""
-    return shlex.join(start_command(script))
-
-
-def script_of(command: str | list[str]) -> str | None:
-    """The bootstrap script a :func:`start_command` carries (None: not one of ours)."""
-    words = shlex.split(command) if isinstance(command, str) else command
-    match = re.match(r"^echo (\S+) \| base64 -d > ", words[-1] if words else "")
-    return None if match is None else base64.b64decode(match[1]).decode()
 
 
 def pool_label(pool_id: str, expires: int, node: int) -> str:
