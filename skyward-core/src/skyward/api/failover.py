@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
+from skyward.api.options import AcceleratorChoice, SpotChoice
 from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, PriceCapError, UnavailableError
+from skyward.providers.settings import ProviderSettings
 
 if TYPE_CHECKING:
     from skyward.spot import Market
@@ -35,9 +37,9 @@ class Spec:
     USD per hour for the whole pool (every node), on the market the spot strategy gets.
     """
 
-    provider: object
-    accelerator: Any = None
-    spot: Any = None
+    provider: ProviderSettings
+    accelerator: AcceleratorChoice | None = None
+    spot: SpotChoice | None = None
     machine: str | None = None
     max_hourly_cost: float | None = None
 
@@ -57,6 +59,13 @@ class Spec:
         price_cap("sky.Spec", self.max_hourly_cost)
 
 
+ProviderChoice: TypeAlias = ProviderSettings | Spec | Sequence[ProviderSettings | Spec]
+"""What ``ComputePool(provider=...)`` takes: a provider configuration (every one derives
+from ``ProviderSettings``: ``sky.AWS()``, ``sky.Local()``...), a ``Spec`` (a candidate
+with its own accelerator, spot strategy, machine or price cap), or a non-empty list of
+them, the candidates in order."""
+
+
 @runtime_checkable
 class Regional(Protocol):
     """A provider configuration with a region (``None``: the provider may choose)."""
@@ -66,7 +75,12 @@ class Regional(Protocol):
 
 
 def candidates_from(
-    provider: object, *, accelerator: Any, spot: Any, machine: str | None, max_hourly_cost: float | None
+    provider: ProviderChoice,
+    *,
+    accelerator: AcceleratorChoice | None,
+    spot: SpotChoice | None,
+    machine: str | None,
+    max_hourly_cost: float | None,
 ) -> tuple[Spec, ...]:
     """The pool's candidates, in order, each with the pool's values where it leaves one
     unset. ``provider`` is a configuration, a :class:`Spec`, or a non-empty list of them."""
@@ -81,7 +95,8 @@ def candidates_from(
         items = [provider]
     out = []
     for item in items:
-        spec = item if isinstance(item, Spec) else Spec(provider=item)
+        # a value of the wrong type reaches Spec too: its check names what is allowed
+        spec = item if isinstance(item, Spec) else Spec(provider=cast(ProviderSettings, item))
         out.append(
             Spec(
                 provider=spec.provider,

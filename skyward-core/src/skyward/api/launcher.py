@@ -24,8 +24,9 @@ import cloudpickle
 
 from skyward.api import failover
 from skyward.api.candidate_prices import candidate_price
+from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet, NodeInfo
-from skyward.api.options import PoolOptions, ProviderChoice
+from skyward.api.options import PoolOptions
 from skyward.api.spec import PoolSpec, build_spec
 from skyward.api.user_data import NodeUserData, plugin_steps
 from skyward.baking import Bakes

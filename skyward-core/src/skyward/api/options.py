@@ -1,6 +1,7 @@
 """The types of ``ComputePool``'s parameters, and ``PoolOptions``: its keyword
 parameters as one ``TypedDict``, for pools built on it (``JoblibPool``,
-``ScikitLearnPool``) to take without writing them out again.
+``ScikitLearnPool``) to take without writing them out again. ``provider``'s type,
+``ProviderChoice``, is in ``skyward.api.failover`` beside ``Spec``.
 """
 
 from __future__ import annotations
@@ -9,17 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias, TypedDict
 
 from skyward.accelerators.spec import Accelerator
-from skyward.api.failover import Spec
 from skyward.events import SkywardEvent
 from skyward.image import Image
-from skyward.providers.settings import ProviderSettings
 from skyward.spot import SpotAlways, SpotIfAvailable, SpotLike
-
-ProviderChoice: TypeAlias = ProviderSettings | Spec | Sequence[ProviderSettings | Spec]
-"""What ``ComputePool(provider=...)`` takes: a provider configuration (every one derives
-from ``ProviderSettings``: ``sky.AWS()``, ``sky.Local()``...), a ``sky.Spec`` (one with
-its own accelerator, spot strategy, machine or price cap), or a non-empty list of them,
-the candidates in order."""
 
 AcceleratorChoice: TypeAlias = Accelerator | str
 """What ``accelerator=`` takes: an ``Accelerator`` or its shorthand (``"A100"``,

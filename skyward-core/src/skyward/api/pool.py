@@ -25,9 +25,10 @@ from typing import Any, TypeVar, overload
 
 from skyward.api import failover
 from skyward.api.compute import PendingBatch, PendingCompute
+from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet
 from skyward.api.launcher import Launcher, make_candidates, version_mismatch
-from skyward.api.options import AcceleratorChoice, EventHandler, PoolOptions, ProviderChoice, SpotChoice
+from skyward.api.options import AcceleratorChoice, EventHandler, PoolOptions, SpotChoice
 from skyward.api.pool_events import PoolEvents
 from skyward.api.progress import Progress
 from skyward.api.runner import Runner
