@@ -17,6 +17,7 @@ is pickled.
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -216,6 +217,23 @@ class _IntegrationPool(ComputePool):
             self.close()
 
 
+def _signature_with(extra: str) -> inspect.Signature:
+    """What ``help()``, ``inspect.signature`` and editors show for a pool class taking
+    ``**options: Unpack[PoolOptions]``: ComputePool's parameters by name and default (as
+    this class takes them: ``provider`` first, the others by keyword), then ``extra``;
+    ``**options`` alone would hide every option."""
+    parameters = list(inspect.signature(ComputePool.__init__).parameters.values())[1:]  # without self
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Signature(
+        [
+            parameters[0],
+            *(p.replace(kind=keyword) for p in parameters[1:]),
+            inspect.Parameter(extra, keyword, default=None, annotation="str | None"),
+        ],
+        return_annotation="None",
+    )
+
+
 class JoblibPool(_IntegrationPool):
     """A ComputePool that runs joblib's ``Parallel(n_jobs=-1)`` on its workers inside its
     ``with`` block. Takes ComputePool's parameters (``provider`` first, the others by
@@ -224,6 +242,7 @@ class JoblibPool(_IntegrationPool):
 
     _owner = "JoblibPool"
     _sklearn = False
+    __signature__ = _signature_with("joblib_version")
 
     def __init__(
         self,
@@ -248,6 +267,7 @@ class ScikitLearnPool(_IntegrationPool):
 
     _owner = "ScikitLearnPool"
     _sklearn = True
+    __signature__ = _signature_with("sklearn_version")
 
     def __init__(
         self,
