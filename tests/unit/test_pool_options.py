@@ -22,7 +22,7 @@ def _pool_parameters() -> dict[str, object]:
 
 def test_pool_options_are_every_computepool_parameter_but_the_provider_with_its_type() -> None:
     parameters = _pool_parameters()
-    assert list(parameters)[0] == "provider"
+    assert next(iter(parameters)) == "provider"
     del parameters["provider"]
     assert get_type_hints(PoolOptions) == parameters
 
