@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from skyward.api.options import AcceleratorChoice, SpotChoice
+from skyward.api.spec import price_cap
 from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, PriceCapError, UnavailableError
+from skyward.instances import NoMatchingInstanceError
+from skyward.plugins.registry import registry
 from skyward.providers.settings import ProviderSettings
-
-if TYPE_CHECKING:
-    from skyward.spot import Market
+from skyward.spot import Market
 
 Selection: TypeAlias = Literal["first", "cheapest"]
 SELECTIONS: tuple[Selection, ...] = ("first", "cheapest")
@@ -45,9 +46,6 @@ class Spec:
 
     def __post_init__(self) -> None:
         """Refused when made, not when a pool starts: a candidate names one known provider."""
-        from skyward.api.spec import price_cap
-        from skyward.plugins.registry import registry
-
         if isinstance(self.provider, Spec | list | tuple) or self.provider is None:
             raise ConfigurationError(
                 f"sky.Spec(provider={self.provider!r}): must be one provider configuration, such as sky.AWS()"
@@ -136,8 +134,6 @@ def ranking(labels: Sequence[str], prices: Sequence[float | None]) -> str:
 def pool_hourly(markets: Sequence[Market], on_demand: float, spot: float | None) -> float:
     """What the pool costs per hour when each node runs on its planned market (a spot node
     without a spot price is counted at the on-demand price)."""
-    from skyward.spot import Market
-
     return sum((spot if m is Market.SPOT and spot is not None else on_demand) for m in markets)
 
 
@@ -155,8 +151,6 @@ def moves_on(error: BaseException) -> UnavailableError | None:
     """The error as a reason to try the next candidate, or None: stop at once. A provider
     that sells no machine fitting the request (``NoMatchingInstanceError`` from instance
     selection) has no offer: another provider may sell one."""
-    from skyward.instances import NoMatchingInstanceError
-
     if isinstance(error, UnavailableError):
         return error
     if isinstance(error, NoMatchingInstanceError):
