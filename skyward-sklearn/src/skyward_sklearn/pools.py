@@ -174,6 +174,7 @@ class _IntegrationPool(ComputePool):
 
     _owner = "JoblibPool"
     _sklearn = False
+    _integration: ExitStack | None = None  # the backend, active while the with block runs
 
     def _pinned(self, provider: ProviderChoice | None, options: PoolOptions, wanted: Sequence[Wanted]) -> PoolOptions:
         """``options`` with ``pip`` extended by the pins of ``wanted`` this client's
@@ -210,9 +211,8 @@ class _IntegrationPool(ComputePool):
 
     def __exit__(self, *exc_info: object) -> None:
         try:
-            integration: ExitStack | None = getattr(self, "_integration", None)
-            if integration is not None:
-                integration.close()
+            if self._integration is not None:
+                self._integration.close()
         finally:
             self.close()
 

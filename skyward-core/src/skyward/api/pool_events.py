@@ -3,8 +3,8 @@
 
 Once the pool opens, events go through a thread of their own (``EventPump``): the pool
 emits from its I/O thread, its timers and provider calls, and a slow user callback must
-stall none of them. Before that (construction, a failed ``open``'s first events) they
-are delivered on the caller's thread.
+stall none of them. Before that (an event emitted before ``open``) they are delivered on
+the caller's thread.
 """
 
 from __future__ import annotations
