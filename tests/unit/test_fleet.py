@@ -11,10 +11,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skyward.api.fleet import bootstrap_events
+from skyward.api.fleet import Fleet, bootstrap_events
 from skyward.api.fleet_state import FleetState, NodeStatus
-from skyward.events import BootstrapCompleted, BootstrapProgress
-from skyward.providers.protocol import NodeHandle
+from skyward.api.spec import PoolSpec
+from skyward.events import (
+    BootstrapCompleted,
+    BootstrapProgress,
+    Error,
+    InstanceInterrupted,
+    LogLine,
+    Notice,
+    SkywardEvent,
+)
+from skyward.image import BootstrapContext, Image
+from skyward.providers.protocol import EventSink, NodeHandle, UserDataFactory
+from skyward.transport import wire
 
 _ids = itertools.count()
 
@@ -128,6 +139,149 @@ def test_a_node_whose_driver_followed_its_bootstrap_reports_only_its_completion(
     assert events == [BootstrapCompleted(instance_id=handle.instance_id)]
 
 
+# -- the fleet's wiring, with a fake client and a fake provider ------------------------------
+
+
+class _Link:
+    """What the fleet asks of the pool's client, recorded; ``fails`` makes a replacement's
+    handshake fail."""
+
+    def __init__(self, fails: bool = False) -> None:
+        self.drained: list[int] = []
+        self.replaced: list[tuple[int, str, list[bytes], float]] = []
+        self.fails = fails
+
+    def drain_node(self, index: int) -> None:
+        self.drained.append(index)
+
+    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> dict[str, object]:
+        if self.fails:
+            raise TimeoutError(f"the replacement of node {index} did not answer")
+        self.replaced.append((index, endpoint, cluster, timeout))
+        return {"bootstrap_steps": ["uv"]}
+
+
+class _SpotDriver:
+    """A provider that replaces reclaimed spot nodes (``SpotReplacement``)."""
+
+    name = "fake"
+
+    def __init__(self, replaces: bool = True) -> None:
+        self.replaces = replaces
+        self.replacements: list[NodeHandle] = []
+        self.terminated: list[NodeHandle] = []
+
+    def validate(self, spec: PoolSpec) -> None: ...
+
+    def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
+        return "here"
+
+    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+        return []
+
+    def terminate(self, nodes: list[NodeHandle]) -> None:
+        self.terminated.extend(nodes)
+
+    def teardown(self) -> None: ...
+
+    def replaces_interrupted(self, spec: PoolSpec) -> bool:
+        return self.replaces
+
+    def replace(self, spec: PoolSpec, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
+        user_data(handle.node, "ipc://x", BootstrapContext(), run_dir="/tmp/x")
+        new = _handle(handle.node, spot=True)
+        self.replacements.append(new)
+        return new
+
+
+def _user_data(node: int, bind: str, context: BootstrapContext, **_: object) -> str:
+    return f"node {node}"
+
+
+def _fleet(
+    link: _Link, events: list[SkywardEvent], active: bool = True, nodes: int = 2, replaces: bool = True
+) -> tuple[Fleet, _SpotDriver]:
+    driver = _SpotDriver(replaces)
+    fleet = Fleet(
+        spec=PoolSpec(provider=object(), image=Image(), nodes=nodes),
+        driver=driver,  # type: ignore[arg-type]
+        provider_name="fake",
+        region="here",
+        handles=[_handle(i, spot=True) for i in range(nodes)],
+        user_data=_user_data,
+        bootstrap_timeout=7.0,
+        emit=events.append,
+        active=lambda: active,
+    )
+    fleet.attach(link)
+    fleet.set_cluster([wire.CLUSTER, b"{}"])
+    return fleet, driver
+
+
+def test_an_interrupted_node_is_drained_once_however_often_it_is_reported() -> None:
+    events: list[SkywardEvent] = []
+    link = _Link()
+    fleet, _ = _fleet(link, events, replaces=False)  # Spot.IfAvailable: no replacement
+    handle = fleet.handles[1]
+    fleet.on_interruption(1, handle, "notice")
+    fleet.on_interruption(1, handle, "reclaimed")
+    assert [(e.node, e.reason) for e in events if isinstance(e, InstanceInterrupted)] == [(1, "notice")]
+    assert link.drained == [1]
+    assert fleet.state.member(1).status is NodeStatus.DRAINING
+
+
+def test_a_replacement_that_answered_becomes_the_node_under_its_index() -> None:
+    events: list[SkywardEvent] = []
+    link = _Link()
+    fleet, driver = _fleet(link, events)
+    old = fleet.handles[1]
+    fleet.drain_node(1)
+    fleet.replace_node(driver, 1, old)  # type: ignore[arg-type]
+    (new,) = driver.replacements
+    assert fleet.handles == (fleet.handles[0], new)
+    assert fleet.state.member(1).status is NodeStatus.LIVE
+    assert link.replaced == [(1, new.endpoint, [wire.CLUSTER, b"{}"], 7.0)]
+    assert BootstrapCompleted(instance_id=new.instance_id) in events
+    assert Notice(message=f"node 1 replaced: {old.instance_id} -> {new.instance_id}") in events
+    assert {p.instance_id for p in fleet.priced()} == {fleet.handles[0].instance_id, new.instance_id}
+
+
+def test_a_replacement_that_never_answered_leaves_the_node_drained_and_says_why() -> None:
+    events: list[SkywardEvent] = []
+    fleet, driver = _fleet(_Link(fails=True), events)
+    old = fleet.handles[1]
+    fleet.drain_node(1)
+    fleet.replace_node(driver, 1, old)  # type: ignore[arg-type]
+    member = fleet.state.member(1)
+    assert (member.handle, member.incoming, member.status) == (old, None, NodeStatus.DRAINING)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert len(errors) == 1 and "could not be replaced" in errors[0].message and "did not answer" in errors[0].message
+
+
+def test_a_replacement_that_arrives_after_the_pool_stopped_is_not_installed() -> None:
+    events: list[SkywardEvent] = []
+    link = _Link()
+    fleet, driver = _fleet(link, events, active=False)
+    old = fleet.handles[1]
+    fleet.replace_node(driver, 1, old)  # type: ignore[arg-type]
+    assert link.replaced == [] and fleet.handles[1] == old
+
+
+def test_a_nodes_log_lines_carry_its_instance_and_a_departed_nodes_are_dropped() -> None:
+    events: list[SkywardEvent] = []
+    fleet, _ = _fleet(_Link(), events)
+    handle = fleet.handles[0]
+    fleet.on_node_message(0, wire.LOG, {"lines": ["hi"], "ts": 1.5})
+    fleet.on_node_message(9, wire.LOG, {"lines": ["late"], "ts": 2.0})
+    assert events == [LogLine(node=0, instance_id=handle.instance_id, line="hi", timestamp=1.5)]
+
+
+def test_terminating_the_fleet_terminates_every_member() -> None:
+    fleet, driver = _fleet(_Link(), [], nodes=3)
+    fleet.terminate()
+    assert driver.terminated == list(fleet.handles)
+
+
 # -- any sequence of changes ----------------------------------------------------------------
 
 
@@ -150,7 +304,7 @@ _OPS = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.integers(0, 4), _OPS)
 def test_indices_stay_unique_and_the_member_set_consistent_under_any_changes(
     start: int, ops: list[tuple[str, int, bool]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from skyward.agent.notices import NoticeKind
 from skyward.api.fleet_state import FleetState
@@ -42,7 +42,6 @@ from skyward.providers.protocol import (
     UserDataFactory,
 )
 from skyward.transport import wire
-from skyward.transport.client import PoolClient
 
 COST_UPDATE_INTERVAL = 10.0
 """Seconds between two ``CostUpdate`` events: often enough for a live display's total,
@@ -55,6 +54,16 @@ flushes due progress): a closed pool's threads end within this."""
 NodeInfo = Mapping[str, Any]
 """An agent's hello (its INFO message, decoded JSON): Python and cloudpickle versions,
 the bootstrap steps it ran."""
+
+
+class NodeLink(Protocol):
+    """What the fleet asks of the pool's client (``PoolClient``): the socket side of a
+    node leaving or being replaced. A protocol, so the fleet's wiring is tested without
+    sockets (tests/unit/test_fleet.py)."""
+
+    def drain_node(self, index: int) -> None: ...
+
+    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> dict[str, Any]: ...
 
 
 def bootstrap_events(driver: ProviderDriver, handle: NodeHandle, info: NodeInfo) -> list[SkywardEvent]:
@@ -98,7 +107,7 @@ class Fleet:
         self._active = active  # the pool is open: watches run, replacements are installed
         self._lock = threading.Lock()
         self._state = FleetState.of(handles)
-        self.client: PoolClient | None = None
+        self._link: NodeLink | None = None
         self._cluster: list[bytes] = []
         self._started_at = 0.0
         self._timer: threading.Timer | None = None
@@ -132,10 +141,9 @@ class Fleet:
 
     # -- start and stop ---------------------------------------------------------------------
 
-    def attach(self, client: PoolClient) -> None:
-        """The client that talks to these nodes (made before its handshake, so a failed
-        start closes it)."""
-        self.client = client
+    def attach(self, link: NodeLink) -> None:
+        """The client that talks to these nodes."""
+        self._link = link
 
     def set_cluster(self, cluster: list[bytes]) -> None:
         """The CLUSTER message every node got; a replacement gets it too."""
@@ -226,8 +234,8 @@ class Fleet:
         with self._lock:
             if self._state.has(node):
                 self._state = self._state.drain(node)
-        if self.client is not None:
-            self.client.drain_node(node)
+        if self._link is not None:
+            self._link.drain_node(node)
 
     def replace_node(self, driver: SpotReplacement, node: int, handle: NodeHandle) -> None:
         """Launch a replacement for ``node`` and, once its agent answered, make it the node
@@ -235,12 +243,13 @@ class Fleet:
         drained."""
         try:
             new = driver.replace(self._spec, handle, self._user_data, self._emit)
-            if self.client is None or not self._active():
+            link = self._link
+            if link is None or not self._active():
                 return
             with self._lock:
                 self._state = self._state.begin_replace(node, new)
             try:
-                info = self.client.replace_node(node, new.endpoint, self._cluster, self._bootstrap_timeout)
+                info = link.replace_node(node, new.endpoint, self._cluster, self._bootstrap_timeout)
             except BaseException:
                 with self._lock:
                     self._state, _ = self._state.cancel_replace(node)

@@ -172,15 +172,12 @@ class Launcher:
         self._head_port = _free_port()
         self.region = ""  # where the pool runs, as the provider's prepare() named it
         self.fleet: Fleet | None = None
+        self.client: PoolClient | None = None  # made before its handshake: a failed start closes it
         self.user_data = self._user_data_of(self.candidate)
         self._clean = False  # the current candidate's resources were all removed
 
     def _user_data_of(self, candidate: Candidate) -> NodeUserData:
         return NodeUserData(candidate.spec, candidate.settings, self.keys, self.wheels, self._steps)
-
-    @property
-    def client(self) -> PoolClient | None:
-        return self.fleet.client if self.fleet is not None else None
 
     def launch(self) -> Fleet:
         """Start the pool on the first candidate (in the selection's order) that can
@@ -255,6 +252,7 @@ class Launcher:
             port_map=fleet.port_map(),
             wheels=self.wheels,
         )
+        self.client = client
         fleet.attach(client)
         infos = client.connect(timeout=float(candidate.settings.bootstrap_timeout))
         for node, info in zip(handles, infos, strict=True):
@@ -286,11 +284,12 @@ class Launcher:
     def _clean_candidate(self) -> None:
         """Remove everything the current candidate made (client, nodes, infrastructure)
         before the next one starts."""
-        fleet, self.fleet = self.fleet, None
+        fleet, client = self.fleet, self.client
+        self.fleet, self.client = None, None
         driver = self.candidate.driver
         try:
-            if fleet is not None and fleet.client is not None:
-                fleet.client.close(ProvisioningError("the pool moved on to another candidate"))
+            if client is not None:
+                client.close(ProvisioningError("the pool moved on to another candidate"))
         finally:
             try:
                 driver.terminate(list(fleet.handles) if fleet is not None else [])

@@ -245,8 +245,8 @@ class ComputePool:
         elapsed = fleet.stop_watching() if fleet is not None else 0.0
         self.emit(PoolStopping())
         try:
-            if fleet is not None and fleet.client is not None:
-                fleet.client.close(error)
+            if self._launcher.client is not None:
+                self._launcher.client.close(error)
         finally:
             try:
                 if fleet is not None:
