@@ -109,7 +109,7 @@ def test_the_driver_replaces_a_reclaimed_spot_node(aws: AwsWorld, emulated: Emul
         assert driver.replaces_interrupted(pool.spec)
         aws.ec2.terminate_instances(InstanceIds=[second.instance_id])  # AWS reclaims it
         emulated.moto.wait_stopped([second.instance_id])
-        replacement = driver.replace(pool.spec, second, pool._user_data, events.append)  # type: ignore[attr-defined]
+        replacement = driver.replace(pool.spec, second, pool._launcher.user_data, events.append)
         assert replacement.node == 1 and replacement.spot
         assert replacement.instance_id not in (first.instance_id, second.instance_id)
         assert aws.states(pool_id)[replacement.instance_id] == "running"

@@ -85,9 +85,9 @@ def test_the_shared_settings_have_one_default_each_and_keep_positional_fields_in
 
 
 def test_the_ttl_margin_and_the_notices_drop_box_are_defined_once() -> None:
-    from skyward.api import pool
+    from skyward.api import user_data  # where each node's TTL is rendered
 
-    assert pool.NODE_TTL_MARGIN is NODE_TTL_MARGIN
+    assert user_data.NODE_TTL_MARGIN is NODE_TTL_MARGIN
     assert notices_dir("/tmp/skyward-p-0/", 0) == notices_dir("/tmp/skyward-p-0", 0) == "/tmp/skyward-p-0/notices-0"
     assert NoticeKind("interruption") is NoticeKind.INTERRUPTION
 
@@ -238,8 +238,10 @@ def test_an_instance_takes_the_interruption_path_once(reclaimable: None) -> None
     )
     with pool:
         handle = pool.nodes[1]
-        pool._on_interruption(1, handle, "notice")  # e.g. an advance notice ...
-        pool._on_interruption(1, handle, "gone")  # ... and the reclaim watch, for the same instance
+        fleet = pool._fleet
+        assert fleet is not None
+        fleet.on_interruption(1, handle, "notice")  # e.g. an advance notice ...
+        fleet.on_interruption(1, handle, "gone")  # ... and the reclaim watch, for the same instance
         time.sleep(0.3)
     assert [(e.node, e.reason) for e in events if isinstance(e, InstanceInterrupted)] == [(1, "notice")]
 

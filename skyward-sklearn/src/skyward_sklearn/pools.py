@@ -17,15 +17,19 @@ is pickled.
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import Unpack
 
 from skyward.api.compute import PendingCompute
+from skyward.api.failover import ProviderChoice
+from skyward.api.options import PoolOptions
 from skyward.api.pool import ComputePool
 from skyward.errors import ConfigurationError, PoolClosedError, VersionMismatchError
 from skyward.image import Image
+from skyward.providers.local import Local
 from skyward_sklearn.versions import (
     JOBLIB,
     SKLEARN,
@@ -159,10 +163,8 @@ def sklearn_backend(
         yield checked
 
 
-def _reuses_client_interpreter(provider: Any, image: Image | None, pip: Sequence[str] | None) -> bool:
+def _reuses_client_interpreter(provider: ProviderChoice | None, image: Image | None, pip: Sequence[str] | None) -> bool:
     """True when the nodes run on this interpreter: the Local provider, no pip packages."""
-    from skyward.providers.local import Local
-
     local = provider is None or isinstance(provider, Local)
     return local and not (image.pip if image is not None else ()) and not pip
 
@@ -172,20 +174,29 @@ class _IntegrationPool(ComputePool):
 
     _owner = "JoblibPool"
     _sklearn = False
+    _integration: ExitStack | None = None  # the backend, active while the with block runs
 
-    def _pins(self, image: Any, pip: Any, provider: Any, wanted: Sequence[Wanted]) -> tuple[str, ...]:
+    def _pinned(self, provider: ProviderChoice | None, options: PoolOptions, wanted: Sequence[Wanted]) -> PoolOptions:
+        """``options`` with ``pip`` extended by the pins of ``wanted`` this client's
+        versions need (none when the nodes run on this very interpreter)."""
+        image, pip = options.get("image"), options.get("pip")
         if image is not None and not isinstance(image, Image):
-            return ()  # ComputePool says what is wrong with it
+            return options  # ComputePool says what is wrong with it
         if isinstance(pip, str):
-            return ()
+            return options
         image_pip = [*(image.pip if image is not None else ()), *(pip or ())]
-        return pins_to_add(
+        pins = pins_to_add(
             wanted,
             installed_versions([w.name for w in wanted]),
             image_pip,
             _reuses_client_interpreter(provider, image, pip),
             owner=f"{self._owner}(...)",
         )
+        if not pins:
+            return options
+        pinned = options.copy()
+        pinned["pip"] = [*(pip or ()), *pins]
+        return pinned
 
     def __enter__(self) -> _IntegrationPool:
         self.open()
@@ -200,53 +211,47 @@ class _IntegrationPool(ComputePool):
 
     def __exit__(self, *exc_info: object) -> None:
         try:
-            integration: ExitStack | None = getattr(self, "_integration", None)
-            if integration is not None:
-                integration.close()
+            if self._integration is not None:
+                self._integration.close()
         finally:
             self.close()
 
 
+def _signature_with(extra: str) -> inspect.Signature:
+    """What ``help()``, ``inspect.signature`` and editors show for a pool class taking
+    ``**options: Unpack[PoolOptions]``: ComputePool's parameters by name and default (as
+    this class takes them: ``provider`` first, the others by keyword), then ``extra``;
+    ``**options`` alone would hide every option."""
+    parameters = list(inspect.signature(ComputePool.__init__).parameters.values())[1:]  # without self
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Signature(
+        [
+            parameters[0],
+            *(p.replace(kind=keyword) for p in parameters[1:]),
+            inspect.Parameter(extra, keyword, default=None, annotation="str | None"),
+        ],
+        return_annotation="None",
+    )
+
+
 class JoblibPool(_IntegrationPool):
     """A ComputePool that runs joblib's ``Parallel(n_jobs=-1)`` on its workers inside its
-    ``with`` block. Takes ComputePool's parameters, plus ``joblib_version`` (default: this
-    client's joblib, the only version that can load this client's batches)."""
+    ``with`` block. Takes ComputePool's parameters (``provider`` first, the others by
+    keyword: ``PoolOptions``), plus ``joblib_version`` (default: this client's joblib,
+    the only version that can load this client's batches)."""
 
     _owner = "JoblibPool"
     _sklearn = False
+    __signature__ = _signature_with("joblib_version")
 
     def __init__(
         self,
-        provider: Any = None,
-        image: Image | None = None,
-        nodes: int = 1,
-        machine: str | None = None,
-        accelerator: Any = None,
-        cpu: int | None = None,
-        memory: str | int | None = None,
-        volume: Sequence[Any] | None = None,
-        spot: Any = None,
-        timeout: float = 3600,
-        env: Mapping[str, str] | None = None,
-        concurrency: int = 1,
-        display: str = "log",
-        on_event: Callable[[Any], Any] | None = None,
-        collect_metrics: bool = True,
-        pip: Sequence[str] | None = None,
-        safe_results: bool | None = None,
-        allow_results: Sequence[str | type] = (),
-        selection: str = "first",
-        max_hourly_cost: float | None = None,
+        provider: ProviderChoice | None = None,
+        *,
         joblib_version: str | None = None,
+        **options: Unpack[PoolOptions],
     ) -> None:
-        pins = self._pins(image, pip, provider, [Wanted(JOBLIB, joblib_version)])
-        super().__init__(
-            provider=provider, image=image, nodes=nodes, machine=machine, accelerator=accelerator, cpu=cpu,
-            memory=memory, volume=volume, spot=spot, timeout=timeout, env=env, concurrency=concurrency,
-            display=display, on_event=on_event, collect_metrics=collect_metrics,
-            pip=[*(pip or ()), *pins] if pins else pip, safe_results=safe_results, allow_results=allow_results,
-            selection=selection, max_hourly_cost=max_hourly_cost,
-        )  # fmt: skip
+        super().__init__(provider, **self._pinned(provider, options, [Wanted(JOBLIB, joblib_version)]))
 
     def __enter__(self) -> JoblibPool:
         super().__enter__()
@@ -256,45 +261,23 @@ class JoblibPool(_IntegrationPool):
 class ScikitLearnPool(_IntegrationPool):
     """A ComputePool for distributed scikit-learn: inside its ``with`` block,
     ``GridSearchCV(..., n_jobs=-1)`` and every other joblib-parallel estimator run on its
-    workers. Takes ComputePool's parameters, plus ``sklearn_version`` (default: this
-    client's). The workers get this client's scikit-learn, joblib, numpy and scipy."""
+    workers. Takes ComputePool's parameters (``provider`` first, the others by keyword:
+    ``PoolOptions``), plus ``sklearn_version`` (default: this client's). The workers get
+    this client's scikit-learn, joblib, numpy and scipy."""
 
     _owner = "ScikitLearnPool"
     _sklearn = True
+    __signature__ = _signature_with("sklearn_version")
 
     def __init__(
         self,
-        provider: Any = None,
-        image: Image | None = None,
-        nodes: int = 1,
-        machine: str | None = None,
-        accelerator: Any = None,
-        cpu: int | None = None,
-        memory: str | int | None = None,
-        volume: Sequence[Any] | None = None,
-        spot: Any = None,
-        timeout: float = 3600,
-        env: Mapping[str, str] | None = None,
-        concurrency: int = 1,
-        display: str = "log",
-        on_event: Callable[[Any], Any] | None = None,
-        collect_metrics: bool = True,
-        pip: Sequence[str] | None = None,
-        safe_results: bool | None = None,
-        allow_results: Sequence[str | type] = (),
-        selection: str = "first",
-        max_hourly_cost: float | None = None,
+        provider: ProviderChoice | None = None,
+        *,
         sklearn_version: str | None = None,
+        **options: Unpack[PoolOptions],
     ) -> None:
         wanted = [Wanted(SKLEARN, sklearn_version), *(Wanted(name, required=False) for name in SKLEARN_COMPANIONS)]
-        pins = self._pins(image, pip, provider, wanted)
-        super().__init__(
-            provider=provider, image=image, nodes=nodes, machine=machine, accelerator=accelerator, cpu=cpu,
-            memory=memory, volume=volume, spot=spot, timeout=timeout, env=env, concurrency=concurrency,
-            display=display, on_event=on_event, collect_metrics=collect_metrics,
-            pip=[*(pip or ()), *pins] if pins else pip, safe_results=safe_results, allow_results=allow_results,
-            selection=selection, max_hourly_cost=max_hourly_cost,
-        )  # fmt: skip
+        super().__init__(provider, **self._pinned(provider, options, wanted))
 
     def __enter__(self) -> ScikitLearnPool:
         super().__enter__()

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, cast, runtime_checkable
 
+from skyward.api.options import AcceleratorChoice, SpotChoice
+from skyward.api.spec import price_cap
 from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, PriceCapError, UnavailableError
-
-if TYPE_CHECKING:
-    from skyward.spot import Market
+from skyward.instances import NoMatchingInstanceError
+from skyward.plugins.registry import registry
+from skyward.providers.settings import ProviderSettings
+from skyward.spot import Market
 
 Selection: TypeAlias = Literal["first", "cheapest"]
 SELECTIONS: tuple[Selection, ...] = ("first", "cheapest")
@@ -35,17 +38,14 @@ class Spec:
     USD per hour for the whole pool (every node), on the market the spot strategy gets.
     """
 
-    provider: object
-    accelerator: Any = None
-    spot: Any = None
+    provider: ProviderSettings
+    accelerator: AcceleratorChoice | None = None
+    spot: SpotChoice | None = None
     machine: str | None = None
     max_hourly_cost: float | None = None
 
     def __post_init__(self) -> None:
         """Refused when made, not when a pool starts: a candidate names one known provider."""
-        from skyward.api.spec import price_cap
-        from skyward.plugins.registry import registry
-
         if isinstance(self.provider, Spec | list | tuple) or self.provider is None:
             raise ConfigurationError(
                 f"sky.Spec(provider={self.provider!r}): must be one provider configuration, such as sky.AWS()"
@@ -57,6 +57,13 @@ class Spec:
         price_cap("sky.Spec", self.max_hourly_cost)
 
 
+ProviderChoice: TypeAlias = ProviderSettings | Spec | Sequence[ProviderSettings | Spec]
+"""What ``ComputePool(provider=...)`` takes: a provider configuration (every one derives
+from ``ProviderSettings``: ``sky.AWS()``, ``sky.Local()``...), a ``Spec`` (a candidate
+with its own accelerator, spot strategy, machine or price cap), or a non-empty list of
+them, the candidates in order."""
+
+
 @runtime_checkable
 class Regional(Protocol):
     """A provider configuration with a region (``None``: the provider may choose)."""
@@ -66,7 +73,12 @@ class Regional(Protocol):
 
 
 def candidates_from(
-    provider: object, *, accelerator: Any, spot: Any, machine: str | None, max_hourly_cost: float | None
+    provider: ProviderChoice,
+    *,
+    accelerator: AcceleratorChoice | None,
+    spot: SpotChoice | None,
+    machine: str | None,
+    max_hourly_cost: float | None,
 ) -> tuple[Spec, ...]:
     """The pool's candidates, in order, each with the pool's values where it leaves one
     unset. ``provider`` is a configuration, a :class:`Spec`, or a non-empty list of them."""
@@ -81,7 +93,8 @@ def candidates_from(
         items = [provider]
     out = []
     for item in items:
-        spec = item if isinstance(item, Spec) else Spec(provider=item)
+        # a value of the wrong type reaches Spec too: its check names what is allowed
+        spec = item if isinstance(item, Spec) else Spec(provider=cast(ProviderSettings, item))
         out.append(
             Spec(
                 provider=spec.provider,
@@ -121,8 +134,6 @@ def ranking(labels: Sequence[str], prices: Sequence[float | None]) -> str:
 def pool_hourly(markets: Sequence[Market], on_demand: float, spot: float | None) -> float:
     """What the pool costs per hour when each node runs on its planned market (a spot node
     without a spot price is counted at the on-demand price)."""
-    from skyward.spot import Market
-
     return sum((spot if m is Market.SPOT and spot is not None else on_demand) for m in markets)
 
 
@@ -140,8 +151,6 @@ def moves_on(error: BaseException) -> UnavailableError | None:
     """The error as a reason to try the next candidate, or None: stop at once. A provider
     that sells no machine fitting the request (``NoMatchingInstanceError`` from instance
     selection) has no offer: another provider may sell one."""
-    from skyward.instances import NoMatchingInstanceError
-
     if isinstance(error, UnavailableError):
         return error
     if isinstance(error, NoMatchingInstanceError):

@@ -7,8 +7,8 @@ failed and why, reaches the caller.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
 
 from skyward.api.pool import ComputePool
 from skyward.errors import ConfigurationError, ProvisioningError
@@ -23,6 +23,9 @@ class MultiPoolError(ProvisioningError):
 
 
 class MultiPool:
+    """Several ``ComputePool`` values opened in parallel and closed together:
+    ``with MultiPool(a, b) as (a, b):``."""
+
     def __init__(self, *pools: ComputePool) -> None:
         if not pools:
             raise ConfigurationError("MultiPool needs at least one ComputePool")
@@ -69,5 +72,5 @@ class MultiPool:
         if errors:
             raise errors[0]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[ComputePool]:
         return iter(self.pools)

@@ -9,14 +9,20 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from skyward.accelerators import parse_accelerator, workers_per_node
+from skyward.accelerators.spec import Accelerator
+from skyward.api.options import AcceleratorChoice, SpotChoice
+from skyward.display import DISPLAY_MODES
 from skyward.errors import ConfigurationError
-from skyward.image import Image
+from skyward.image import CLIENT_PYTHON, Image
+from skyward.plugins.registry import registry
+from skyward.spot import SpotStrategy, normalize_spot
+from skyward.units import parse_memory
 
 if TYPE_CHECKING:
-    from skyward.accelerators.spec import Accelerator
-    from skyward.spot import SpotStrategy
+    from skyward.providers.settings import ProviderSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +71,12 @@ def _positive_int(name: str, value: object, upper: int) -> int:
     return value
 
 
-def _volumes(volume: Sequence[Any] | None) -> tuple[object, ...]:
+def _volumes(volume: Sequence[object] | None) -> tuple[object, ...]:
     """Each volume must be of a type some plugin mounts (skyward_volumes hook)."""
     if volume is None:
         return ()
     if not isinstance(volume, list | tuple):
         volume = [volume]
-    from skyward.plugins.registry import registry
-
     known = tuple(p.volume_type for p in registry.volumes())
     for item in volume:
         if not known or not isinstance(item, known):
@@ -83,16 +87,16 @@ def _volumes(volume: Sequence[Any] | None) -> tuple[object, ...]:
 
 def build_spec(
     *,
-    provider: Any,
+    provider: ProviderSettings,
     image: Image | None,
     pip: Sequence[str] | None,
     nodes: int,
     machine: str | None,
-    accelerator: Any,
+    accelerator: AcceleratorChoice | None,
     cpu: int | None,
     memory: str | int | None,
-    volume: Sequence[Any] | None,
-    spot: Any,
+    volume: Sequence[object] | None,
+    spot: SpotChoice | None,
     timeout: float,
     env: Mapping[str, str] | None,
     concurrency: int,
@@ -100,8 +104,8 @@ def build_spec(
     collect_metrics: bool,
     max_hourly_cost: float | None = None,
 ) -> PoolSpec:
-    from skyward.display import DISPLAY_MODES
-    from skyward.providers.cloud.settings import check_seconds_value
+    # breaks a cycle: skyward.providers (its __init__) imports this module for PoolSpec
+    from skyward.providers.settings import check_seconds_value
 
     nodes = _positive_int("nodes", nodes, MAX_NODES)
     concurrency = _positive_int("concurrency", concurrency, MAX_CONCURRENCY)
@@ -113,8 +117,6 @@ def build_spec(
         image = Image()
     elif not isinstance(image, Image):
         raise ConfigurationError(f"ComputePool(image=...) takes a skyward.Image, got {image!r}")
-    from skyward.image import CLIENT_PYTHON
-
     if ".".join(image.python.split(".")[:2]) != CLIENT_PYTHON:
         raise ConfigurationError(
             f"Image(python={image.python!r}) differs from this client's Python {CLIENT_PYTHON}: client and workers "
@@ -134,8 +136,6 @@ def build_spec(
         cpu = _positive_int("cpu", cpu, MAX_CPU)
     memory_mb = None
     if memory is not None:
-        from skyward.units import parse_memory
-
         try:
             memory_mb = parse_memory(memory) // 2**20
         except ConfigurationError as exc:
@@ -144,14 +144,10 @@ def build_spec(
         raise ConfigurationError(f"ComputePool(machine={machine!r}): must be an instance type name")
     acc, partitions = None, 1
     if accelerator is not None:
-        from skyward.accelerators import parse_accelerator, workers_per_node
-
         acc = parse_accelerator(accelerator)
         partitions = workers_per_node(acc)
     strategy = None
     if spot is not None:
-        from skyward.spot import normalize_spot
-
         strategy = normalize_spot(spot)
     volumes = _volumes(volume)
     cap = price_cap("ComputePool", max_hourly_cost)

@@ -1,0 +1,314 @@
+"""Starting a pool: its candidates, checked at construction, and the start on the first
+that can provide every node.
+
+``make_candidates`` validates every candidate's configuration before anything is made
+(a pool that fails validation has provisioned nothing). ``Launcher.launch`` then starts
+on them in the order the selection gives: the provider prepares its infrastructure and
+launches the nodes, each with its bootstrap script (``NodeUserData``); the client
+connects to every agent and checks it can serve this client (same Python minor, same
+cloudpickle); a pool that asked for it bakes its image. A candidate that fails for a
+reason another may not share (``failover.moves_on``) is cleaned up entirely, said in a
+``CandidateFailed`` event, and the next one starts from nothing; any other failure
+stops the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+
+from skyward.api import failover
+from skyward.api.candidate_prices import candidate_price
+from skyward.api.failover import ProviderChoice
+from skyward.api.fleet import Fleet
+from skyward.api.options import PoolOptions
+from skyward.api.spec import PoolSpec, build_spec
+from skyward.api.user_data import NodeUserData, plugin_steps
+from skyward.baking import Bakes
+from skyward.errors import ConfigurationError, ProvisioningError, UnavailableError, VersionMismatchError
+from skyward.events import CandidateFailed, InfraCreated, InfraCreating, Notice
+from skyward.image import CLIENT_PYTHON
+from skyward.plugins.registry import registry
+from skyward.providers import rules
+from skyward.providers.protocol import EventSink, ProviderDriver, SpotMarket, VolumeMounts
+from skyward.providers.settings import ProviderSettings, settings_of
+from skyward.transport import wire
+from skyward.transport.client import PoolClient
+from skyward.transport.links import NodeInfo
+from skyward.transport.results import ResultDecoder
+from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
+from skyward.transport.security import CurveKeys
+from skyward.wheels.cache import OfferedWheels
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One candidate, validated at construction: what the pool needs to start on it."""
+
+    index: int
+    label: str
+    spec: PoolSpec
+    provider_name: str
+    driver: ProviderDriver
+    settings: ProviderSettings
+    spot_notice: str | None
+    decoder: ResultDecoder
+
+
+def common_rules(provider_name: str, driver: ProviderDriver, spec: PoolSpec) -> str | None:
+    """The rules every provider shares (skyward.providers.rules); returns the Notice
+    a pool that runs on-demand instead of spot says when it opens."""
+    rules.unmounted_volumes(provider_name, spec.volumes, isinstance(driver, VolumeMounts))
+    if isinstance(driver, VolumeMounts):
+        for volume in spec.volumes:
+            if not driver.mounts(volume):
+                raise ConfigurationError(
+                    f"ComputePool(volume=...): the {provider_name} provider cannot mount {volume!r}"
+                )
+    if isinstance(driver, SpotMarket):
+        return None
+    return rules.spot_without_market(provider_name, spec.spot)
+
+
+def result_decoder(provider: object, safe: bool | None, allow: Sequence[str | type]) -> ResultDecoder:
+    """How results are read: ``safe_results=None`` follows the provider (safe where its
+    hosts are third parties); ``allow_results`` widens safe mode's allow-list."""
+    if safe is not None and not isinstance(safe, bool):
+        raise ConfigurationError(
+            f"ComputePool(safe_results={safe!r}): must be True, False or None (the provider's default)"
+        )
+    policy = ResultPolicy.build(allow)
+    if safe is None:
+        safe = third_party_hosts(provider)
+    return ResultDecoder(safe_loads(policy)) if safe else ResultDecoder()
+
+
+def make_candidates(provider: ProviderChoice, options: PoolOptions) -> list[Candidate]:
+    """Every candidate of the pool, validated (spec, common rules, the driver's own
+    checks); one pool id for all of them, whichever runs the pool."""
+    candidates = failover.candidates_from(
+        provider,
+        accelerator=options.get("accelerator"),
+        spot=options.get("spot"),
+        machine=options.get("machine"),
+        max_hourly_cost=options.get("max_hourly_cost"),
+    )
+    out: list[Candidate] = []
+    pool_id: str | None = None
+    for index, candidate in enumerate(candidates):
+        spec = build_spec(
+            provider=candidate.provider, image=options.get("image"), pip=options.get("pip"),
+            nodes=options.get("nodes", 1), machine=candidate.machine, accelerator=candidate.accelerator,
+            cpu=options.get("cpu"), memory=options.get("memory"), volume=options.get("volume"), spot=candidate.spot,
+            timeout=options.get("timeout", 3600), env=options.get("env"), concurrency=options.get("concurrency", 1),
+            display=options.get("display", "log"), collect_metrics=options.get("collect_metrics", True),
+            max_hourly_cost=candidate.max_hourly_cost,
+        )  # fmt: skip
+        pool_id = pool_id or spec.pool_id
+        spec = dataclasses.replace(spec, pool_id=pool_id)  # one pool, whichever candidate runs it
+        plugin = registry.provider_for(candidate.provider)
+        driver: ProviderDriver = plugin.create_driver(candidate.provider)
+        notice = common_rules(plugin.name, driver, spec)
+        driver.validate(spec)  # every candidate's configuration, before anything is made
+        out.append(
+            Candidate(
+                index=index,
+                label=failover.label(index, plugin.name, candidate.provider),
+                spec=spec,
+                provider_name=plugin.name,
+                driver=driver,
+                settings=settings_of(candidate.provider),
+                spot_notice=notice,
+                decoder=result_decoder(
+                    candidate.provider, options.get("safe_results"), options.get("allow_results", ())
+                ),
+            )
+        )
+    return out
+
+
+def version_mismatch(node: int, info: Mapping[str, Any], client_python: str, client_cloudpickle: str) -> str | None:
+    """Why a node cannot serve this client (Python minor or cloudpickle differ), or None."""
+    remote_python = ".".join(str(info["python"]).split(".")[:2])
+    if remote_python == client_python and info["cloudpickle"] == client_cloudpickle:
+        return None
+    return (
+        f"node {node} runs Python {info['python']} with cloudpickle {info['cloudpickle']}, "
+        f"but this client runs Python {client_python} with cloudpickle {client_cloudpickle}; "
+        "both must match (set Image(python=...) and pin cloudpickle)"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Launcher:
+    """Starts a pool on one of its candidates; ``candidate`` is the first until a start
+    began, then the one that runs (or last ran) the pool, and ``fleet`` its nodes once
+    the provider launched them."""
+
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        selection: failover.Selection,
+        emit: EventSink,
+        active: Callable[[], bool],
+    ) -> None:
+        self.candidates = tuple(candidates)
+        self.candidate = self.candidates[0]
+        self._selection = selection
+        self._emit = emit
+        self._active = active
+        self.keys = CurveKeys.generate()
+        self.wheels = OfferedWheels()  # what the nodes' user-data names: sent when they ask
+        self._steps = plugin_steps(self.candidate.spec.image)  # once, and before anything starts
+        self._head_port = _free_port()
+        self.region = ""  # where the pool runs, as the provider's prepare() named it
+        self.fleet: Fleet | None = None
+        self.client: PoolClient | None = None  # made before its handshake: a failed start closes it
+        self.user_data = self._user_data_of(self.candidate)
+        self._clean = False  # the current candidate's resources were all removed
+
+    def _user_data_of(self, candidate: Candidate) -> NodeUserData:
+        return NodeUserData(candidate.spec, candidate.settings, self.keys, self.wheels, self._steps)
+
+    def launch(self) -> Fleet:
+        """Start the pool on the first candidate (in the selection's order) that can
+        provide it; with one candidate, its error is raised as is."""
+        candidates = self.candidates
+        if len(candidates) == 1:
+            return self._start(candidates[0])
+        prices: list[float | None] = [None] * len(candidates)
+        if self._selection == "cheapest":
+            prices = [candidate_price(c.spec, c.driver) for c in candidates]
+            ranked = failover.order(self._selection, prices)
+            labels = [candidates[i].label for i in ranked]
+            self._emit(Notice(message="cheapest first: " + failover.ranking(labels, [prices[i] for i in ranked])))
+        failures: list[tuple[str, UnavailableError]] = []
+        for index in failover.order(self._selection, prices):
+            candidate = candidates[index]
+            try:
+                return self._start(candidate)
+            except Exception as error:
+                reason = failover.moves_on(error)
+                if reason is None:
+                    raise
+                self._clean_candidate()  # raises (and stops) when something was left behind
+                failures.append((candidate.label, reason))
+                region = (
+                    candidate.spec.provider.region if isinstance(candidate.spec.provider, failover.Regional) else None
+                )
+                self._emit(
+                    CandidateFailed(
+                        candidate=index, provider=candidate.provider_name, region=region, reason=reason.reason,
+                        message=str(reason),
+                    )
+                )  # fmt: skip
+        raise failover.all_failed(failures)
+
+    def _start(self, candidate: Candidate) -> Fleet:
+        self.candidate = candidate
+        self.user_data = self._user_data_of(candidate)
+        self._clean = False
+        self._emit(InfraCreating())
+        if candidate.spot_notice is not None:
+            self._emit(Notice(message=candidate.spot_notice))
+        self.region = candidate.driver.prepare(candidate.spec, self._emit)
+        self._emit(InfraCreated(region=self.region))
+        handles = candidate.driver.launch(candidate.spec, self.user_data, self._emit)
+        fleet = self.fleet = Fleet(
+            spec=candidate.spec,
+            driver=candidate.driver,
+            provider_name=candidate.provider_name,
+            region=self.region,
+            handles=handles,
+            user_data=self.user_data,
+            bootstrap_timeout=float(candidate.settings.bootstrap_timeout),
+            emit=self._emit,
+            active=self._active,
+        )
+        infos = self._connect(candidate, fleet)
+        for handle, info in zip(fleet.handles, infos, strict=True):
+            fleet.report_bootstrap(handle, info)
+        self._bake_if_asked(candidate, fleet)
+        return fleet
+
+    def _connect(self, candidate: Candidate, fleet: Fleet) -> list[NodeInfo]:
+        """Connects to every agent and checks it can serve this client; returns their hellos."""
+        handles = fleet.handles
+        client = PoolClient(
+            [n.endpoint for n in handles],
+            self.keys,
+            fleet.on_node_message,
+            rerun_interrupted=any(n.spot for n in handles),
+            decoder=candidate.decoder,
+            port_map=fleet.port_map(),
+            wheels=self.wheels,
+        )
+        self.client = client
+        fleet.attach(client)
+        infos = client.connect(timeout=float(candidate.settings.bootstrap_timeout))
+        for node, info in zip(handles, infos, strict=True):
+            problem = version_mismatch(node.node, info, CLIENT_PYTHON, cloudpickle.__version__)
+            if problem is not None:
+                raise VersionMismatchError(problem)
+        head = handles[0]
+        cluster = {
+            "head_addr": head.private_ip or head.ip or "127.0.0.1",
+            "head_port": self._head_port,
+            "total_nodes": len(handles),
+            "job_id": candidate.spec.pool_id,
+        }
+        frames = [wire.CLUSTER, wire.encode_json(cluster)]
+        fleet.set_cluster(frames)
+        client.broadcast_control(frames)
+        return list(infos)
+
+    def _bake_if_asked(self, candidate: Candidate, fleet: Fleet) -> None:
+        """``Image(bake=True)``: once every agent has answered, a provider that bakes
+        saves node 0's disk when no baked image matched (skyward.baking)."""
+        if not candidate.spec.image.bake or not fleet.handles:
+            return
+        if isinstance(candidate.driver, Bakes):
+            candidate.driver.bake(candidate.spec, fleet.handles[0], self._emit)
+        else:
+            self._emit(Notice(message=f"Image(bake=True): the {candidate.provider_name} provider does not bake images"))
+
+    def _clean_candidate(self) -> None:
+        """Remove everything the current candidate made (client, nodes, infrastructure)
+        before the next one starts."""
+        fleet, client = self.fleet, self.client
+        self.fleet, self.client = None, None
+        driver = self.candidate.driver
+        try:
+            if client is not None:
+                client.close(ProvisioningError("the pool moved on to another candidate"))
+        finally:
+            try:
+                driver.terminate(list(fleet.handles) if fleet is not None else [])
+            finally:
+                driver.teardown()
+        self._clean = True  # nothing for teardown_after_failure to remove twice
+
+    def teardown_after_failure(self) -> None:
+        """The start failed: close the client, terminate the nodes and remove the
+        infrastructure of the candidate it failed on (unless already removed)."""
+        driver = self.candidate.driver
+        try:
+            if self.client is not None:
+                self.client.close(ProvisioningError("the pool failed to start"))
+        finally:
+            try:
+                if not self._clean:
+                    driver.terminate(list(self.fleet.handles) if self.fleet is not None else [])
+            finally:
+                if not self._clean:
+                    driver.teardown()

@@ -1,0 +1,107 @@
+"""Each node's bootstrap script: the image's bootstrap with the agent's configuration,
+the GPU partitioning (MIG), the plugins' steps and the volume mounts added to what the
+provider's ``BootstrapContext`` already carries.
+
+A provider calls it once per node it launches (``UserDataFactory``), at start and for a
+replacement, so the script of a node that joins later is built the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from skyward.accelerators.mig_node import mig_setup_script
+from skyward.agent.config import ENV_VAR, AgentConfig
+from skyward.api.spec import PoolSpec
+from skyward.image import BootstrapContext, Image
+from skyward.plugins.contributions import BootstrapStep
+from skyward.plugins.registry import registry
+from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings
+from skyward.transport.security import CurveKeys
+from skyward.wheels.cache import OfferedWheels
+
+
+def plugin_steps(image: Image) -> list[BootstrapStep]:
+    """The bootstrap steps plugins contribute for ``image`` (asked once per pool, before
+    anything starts: a plugin that fails, fails the constructor)."""
+    results = registry.pm.hook.skyward_bootstrap_steps(image=image)
+    return [step for group in results for step in group]
+
+
+def volume_scripts(volumes: Sequence[object]) -> list[str]:
+    """The mount script of each volume, from the plugin that mounts its type."""
+    plugins = registry.volumes()
+    scripts = []
+    for volume in volumes:
+        plugin = next(p for p in plugins if isinstance(volume, p.volume_type))
+        scripts.append(plugin.mount_script(volume))
+    return scripts
+
+
+class NodeUserData:
+    """The ``UserDataFactory`` of one candidate: renders node ``node``'s bootstrap script.
+
+    The wheels a provider's context names are offered to the nodes (``OfferedWheels``):
+    the client sends them to an agent that asks in its handshake."""
+
+    def __init__(
+        self,
+        spec: PoolSpec,
+        settings: ProviderSettings,
+        keys: CurveKeys,
+        wheels: OfferedWheels,
+        steps: Sequence[BootstrapStep],
+    ) -> None:
+        self._spec = spec
+        self._settings = settings
+        self._keys = keys
+        self._wheels = wheels
+        self._steps = tuple(steps)
+
+    def __call__(
+        self,
+        node: int,
+        bind: str,
+        context: BootstrapContext,
+        *,
+        run_dir: str,
+        visible_devices: Sequence[str | None] = (),
+        instance_id: str = "",
+    ) -> str:
+        spec = self._spec
+        grace = float(self._settings.grace_period)
+        # A cloud node partitions its own GPUs; a driver that maps devices itself (Local,
+        # or a provider whose machines come partitioned) passes visible_devices instead.
+        mig = spec.accelerator is not None and bool(spec.accelerator.mig) and not visible_devices
+        mig_steps: list[tuple[str, str]] = []
+        if mig and spec.accelerator is not None:
+            mig_steps.append(("mig", mig_setup_script(spec.accelerator.mig, spec.accelerator.count)))
+        config = AgentConfig(
+            pool_id=spec.pool_id,
+            node=node,
+            total_nodes=spec.nodes,
+            workers=spec.workers_per_node,
+            bind=bind,
+            run_dir=run_dir,
+            server_secret=self._keys.server_secret.decode() if bind.startswith("tcp://") else None,
+            client_public=self._keys.client_public.decode() if bind.startswith("tcp://") else None,
+            ttl_seconds=spec.timeout + NODE_TTL_MARGIN,
+            grace_seconds=grace,
+            metrics_interval=2.0 if spec.collect_metrics else 0.0,
+            accelerators=[str(spec.accelerator)] * max(1, spec.partitions) if spec.accelerator else [],
+            visible_devices=list(visible_devices),
+            mig_devices=spec.partitions if mig else 0,
+            instance_id=instance_id,
+        )
+        self._wheels.offer(context.wheels)
+        steps = [*mig_steps, *((s.name, s.script) for s in self._steps)]
+        steps += [("volumes", script) for script in volume_scripts(spec.volumes)]
+        ctx = dataclasses.replace(  # every field the provider set (``baked`` among them)
+            context,
+            agent_env={**context.agent_env, ENV_VAR: config.to_json()},
+            extra_steps=(*context.extra_steps, *steps),
+        )
+        script = spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
+        self._wheels.offer_script(script)  # a container node's start command fetches it by sha256
+        return script
