@@ -48,7 +48,8 @@ from joblib.parallel import (
 )
 
 from skyward.api.compute import PendingCompute
-from skyward.errors import ConfigurationError
+from skyward.errors import ConfigurationError, PoolClosedError
+from skyward.providers.local import Local
 from skyward_sklearn.payload import RUN_BATCH, Initializer, ThreadPolicy, encode
 
 if TYPE_CHECKING:
@@ -121,8 +122,6 @@ _callbacks = _Callbacks()
 
 def _sharing(pool: ComputePool) -> int | None:
     """Worker slots sharing one machine's CPUs, when known here: all of a Local pool."""
-    from skyward.providers.local import Local
-
     return pool.spec.total_workers if isinstance(pool.spec.provider, Local) else None
 
 
@@ -180,8 +179,6 @@ class SkywardBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mi
             # As with loky: one job means no parallelism, in this process.
             raise FallbackToBackend(SequentialBackend(nesting_level=self.nesting_level))
         if not self.pool.is_active:
-            from skyward.errors import PoolClosedError
-
             raise PoolClosedError(f"joblib backend {BACKEND_NAME!r}: its pool {self.pool!r} is not active")
         self.parallel = parallel
         # joblib runs everything in this process when configure says 1. A pool of one

@@ -22,10 +22,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from joblib import parallel_config
+
 from skyward.api.compute import PendingCompute
 from skyward.api.pool import ComputePool
 from skyward.errors import ConfigurationError, PoolClosedError, VersionMismatchError
 from skyward.image import Image
+from skyward.providers.local import Local
+from skyward_sklearn.backend import BACKEND_NAME, active_pool, register
 from skyward_sklearn.versions import (
     JOBLIB,
     SKLEARN,
@@ -108,10 +112,6 @@ def _check_threads(value: object, owner: str) -> int | None:
 
 @contextmanager
 def _activate(pool: ComputePool, n_jobs: int | None, inner_max_num_threads: int | None) -> Iterator[None]:
-    from joblib import parallel_config
-
-    from skyward_sklearn.backend import BACKEND_NAME, active_pool, register
-
     register()
     with (
         active_pool(pool),
@@ -161,8 +161,6 @@ def sklearn_backend(
 
 def _reuses_client_interpreter(provider: Any, image: Image | None, pip: Sequence[str] | None) -> bool:
     """True when the nodes run on this interpreter: the Local provider, no pip packages."""
-    from skyward.providers.local import Local
-
     local = provider is None or isinstance(provider, Local)
     return local and not (image.pip if image is not None else ()) and not pip
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, PriceCapError, UnavailableError
-
-if TYPE_CHECKING:
-    from skyward.spot import Market
+from skyward.api.spec import price_cap
+from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, UnavailableError
+from skyward.instances import NoMatchingInstanceError
+from skyward.plugins.registry import registry
 
 Selection: TypeAlias = Literal["first", "cheapest"]
 SELECTIONS: tuple[Selection, ...] = ("first", "cheapest")
@@ -43,9 +43,6 @@ class Spec:
 
     def __post_init__(self) -> None:
         """Refused when made, not when a pool starts: a candidate names one known provider."""
-        from skyward.api.spec import price_cap
-        from skyward.plugins.registry import registry
-
         if isinstance(self.provider, Spec | list | tuple) or self.provider is None:
             raise ConfigurationError(
                 f"sky.Spec(provider={self.provider!r}): must be one provider configuration, such as sky.AWS()"
@@ -118,30 +115,10 @@ def ranking(labels: Sequence[str], prices: Sequence[float | None]) -> str:
     return ", ".join(f"{name} {'?' if p is None else f'${p:.4g}/h'}" for name, p in zip(labels, prices, strict=True))
 
 
-def pool_hourly(markets: Sequence[Market], on_demand: float, spot: float | None) -> float:
-    """What the pool costs per hour when each node runs on its planned market (a spot node
-    without a spot price is counted at the on-demand price)."""
-    from skyward.spot import Market
-
-    return sum((spot if m is Market.SPOT and spot is not None else on_demand) for m in markets)
-
-
-def check_price_cap(cap: float | None, hourly: float, what: str) -> None:
-    """Raise PriceCapError when the pool's hourly price is above ``cap``; before anything
-    is made, so the next candidate starts from nothing."""
-    if cap is not None and hourly > cap:
-        raise PriceCapError(
-            f"{what} costs ${hourly:.4g}/h for the pool, above max_hourly_cost=${cap:g}/h; raise the cap, "
-            "use fewer nodes or another candidate"
-        )
-
-
 def moves_on(error: BaseException) -> UnavailableError | None:
     """The error as a reason to try the next candidate, or None: stop at once. A provider
     that sells no machine fitting the request (``NoMatchingInstanceError`` from instance
     selection) has no offer: another provider may sell one."""
-    from skyward.instances import NoMatchingInstanceError
-
     if isinstance(error, UnavailableError):
         return error
     if isinstance(error, NoMatchingInstanceError):

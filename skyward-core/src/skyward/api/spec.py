@@ -1,52 +1,27 @@
-"""``PoolSpec``: every ComputePool parameter, validated once, as one frozen value.
+"""``build_spec``: every ComputePool parameter, validated once, as one frozen ``PoolSpec``.
 
 ``build_spec`` is pure: it raises ConfigurationError for bad input and touches nothing,
-so a pool that fails validation has provisioned nothing.
+so a pool that fails validation has provisioned nothing. ``PoolSpec`` itself lives with
+the provider contract (:mod:`skyward.providers.spec`), which drivers import; it is
+re-exported here.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from skyward.accelerators import parse_accelerator, workers_per_node
+from skyward.display import DISPLAY_MODES
 from skyward.errors import ConfigurationError
-from skyward.image import Image
+from skyward.image import CLIENT_PYTHON, Image
+from skyward.plugins.registry import registry
+from skyward.providers.settings import check_seconds_value
+from skyward.providers.spec import PoolSpec
+from skyward.spot import normalize_spot
+from skyward.units import parse_memory
 
-if TYPE_CHECKING:
-    from skyward.accelerators.spec import Accelerator
-    from skyward.spot import SpotStrategy
-
-
-@dataclass(frozen=True, slots=True)
-class PoolSpec:
-    provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
-    image: Image
-    nodes: int = 1
-    machine: str | None = None
-    accelerator: Accelerator | None = None
-    cpu: int | None = None
-    memory_mb: int | None = None
-    volumes: tuple[object, ...] = ()
-    spot: SpotStrategy | None = None  # None: the provider's default
-    timeout: float = 3600.0
-    concurrency: int = 1
-    display: str = "log"
-    collect_metrics: bool = True
-    partitions: int = 1
-    max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
-    pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
-
-    @property
-    def workers_per_node(self) -> int:
-        """Worker processes per node: accelerator partitions (MIG) times concurrency."""
-        return self.partitions * self.concurrency
-
-    @property
-    def total_workers(self) -> int:
-        return self.nodes * self.workers_per_node
-
+__all__ = ["MAX_CONCURRENCY", "MAX_CPU", "MAX_NODES", "PoolSpec", "build_spec", "price_cap"]
 
 MAX_NODES = 1000
 """Nodes in one pool. Cloud accounts' instance quotas stop far below; past this a value
@@ -71,8 +46,6 @@ def _volumes(volume: Sequence[Any] | None) -> tuple[object, ...]:
         return ()
     if not isinstance(volume, list | tuple):
         volume = [volume]
-    from skyward.plugins.registry import registry
-
     known = tuple(p.volume_type for p in registry.volumes())
     for item in volume:
         if not known or not isinstance(item, known):
@@ -100,9 +73,6 @@ def build_spec(
     collect_metrics: bool,
     max_hourly_cost: float | None = None,
 ) -> PoolSpec:
-    from skyward.display import DISPLAY_MODES
-    from skyward.providers.cloud.settings import check_seconds_value
-
     nodes = _positive_int("nodes", nodes, MAX_NODES)
     concurrency = _positive_int("concurrency", concurrency, MAX_CONCURRENCY)
     if not isinstance(display, str) or display not in DISPLAY_MODES:
@@ -113,8 +83,6 @@ def build_spec(
         image = Image()
     elif not isinstance(image, Image):
         raise ConfigurationError(f"ComputePool(image=...) takes a skyward.Image, got {image!r}")
-    from skyward.image import CLIENT_PYTHON
-
     if ".".join(image.python.split(".")[:2]) != CLIENT_PYTHON:
         raise ConfigurationError(
             f"Image(python={image.python!r}) differs from this client's Python {CLIENT_PYTHON}: client and workers "
@@ -134,8 +102,6 @@ def build_spec(
         cpu = _positive_int("cpu", cpu, MAX_CPU)
     memory_mb = None
     if memory is not None:
-        from skyward.units import parse_memory
-
         try:
             memory_mb = parse_memory(memory) // 2**20
         except ConfigurationError as exc:
@@ -144,14 +110,10 @@ def build_spec(
         raise ConfigurationError(f"ComputePool(machine={machine!r}): must be an instance type name")
     acc, partitions = None, 1
     if accelerator is not None:
-        from skyward.accelerators import parse_accelerator, workers_per_node
-
         acc = parse_accelerator(accelerator)
         partitions = workers_per_node(acc)
     strategy = None
     if spot is not None:
-        from skyward.spot import normalize_spot
-
         strategy = normalize_spot(spot)
     volumes = _volumes(volume)
     cap = price_cap("ComputePool", max_hourly_cost)
