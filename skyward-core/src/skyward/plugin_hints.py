@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from importlib.machinery import ModuleSpec
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from skyward.errors import PluginMissingError
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 # Where the well-known public names live, so a missing plugin can say what to install.
 # This is a hint table only; nothing here is imported.

@@ -23,7 +23,6 @@ from typing import Any
 import cloudpickle
 import zmq
 
-from skyward.accelerators.mig_node import assign_mig_devices, mig_devices
 from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
 from skyward.agent.metrics import MetricsSampler
 from skyward.agent.notices import notices_dir
@@ -371,6 +370,13 @@ def _with_mig_devices(config: AgentConfig) -> AgentConfig:
     """The config with each worker's MIG device, when the bootstrap partitioned the GPUs."""
     if config.mig_devices <= 0 or config.visible_devices:
         return config
+    # Only a MIG node needs it, and importing the accelerators package loads its catalog
+    # and pluggy: every agent would pay for that at start-up.
+    from skyward.accelerators.mig_node import (  # noqa: PLC0415  # heavy for every other node
+        assign_mig_devices,
+        mig_devices,
+    )
+
     listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
     devices = assign_mig_devices(mig_devices(listing), config.workers, config.mig_devices)
     return dataclasses.replace(config, visible_devices=devices)
