@@ -22,6 +22,8 @@ from skyward.errors import ConfigurationError
 if TYPE_CHECKING:
     from skyward.wheels.cache import LocalWheel
 
+__all__ = ["CLIENT_PYTHON", "BootstrapContext", "Image"]  # CLIENT_PYTHON: the default Image.python
+
 _PYTHON_RE = re.compile(r"^3\.(\d{1,2})(\.\d{1,2})?$")
 _APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(=[A-Za-z0-9.+:~\-]+)?$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skyward.accelerators import parse_accelerator, workers_per_node
+from skyward.bootstrap import CLIENT_PYTHON
 from skyward.display import DISPLAY_MODES
 from skyward.errors import ConfigurationError
-from skyward.image import CLIENT_PYTHON, Image
+from skyward.image import Image
 from skyward.plugins.registry import registry
 from skyward.providers.settings import check_seconds_value
 from skyward.providers.spec import PoolSpec
@@ -25,7 +26,8 @@ __all__ = ["MAX_CONCURRENCY", "MAX_CPU", "MAX_NODES", "PoolSpec", "build_spec", 
 
 MAX_NODES = 1000
 """Nodes in one pool. Cloud accounts' instance quotas stop far below; past this a value
-is a mistake (``nodes=10**30`` used to hang the constructor building per-node lists)."""
+is a mistake, refused before the constructor builds per-node lists (``nodes=10**30``
+would hang it)."""
 
 MAX_CONCURRENCY = 1024
 """Worker processes per accelerator partition on one node."""

@@ -333,7 +333,7 @@ def _stable(value: object, depth: int, seen: set[int]) -> Any:
         # is identity (modules, classes) or exact value (numbers, strings).
         return ("obj", type(value), value)
     if type(value) is tuple:
-        parts = [_stable(v, depth, seen) for v in value]  # type: ignore[union-attr]
+        parts = [_stable(v, depth, seen) for v in value]
         return None if any(p is None for p in parts) else ("tuple", *parts)
     if isinstance(value, types.FunctionType):
         inner = _fingerprint(value, depth - 1, seen)

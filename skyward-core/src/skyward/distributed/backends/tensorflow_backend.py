@@ -74,9 +74,9 @@ def _tensorflow_joined_a_cluster() -> bool:
     if "tensorflow" not in sys.modules:
         return False
     try:
-        from tensorflow.python.eager import context  # type: ignore[import-not-found]  # noqa: PLC0415  # heavy, optional
+        from tensorflow.python.eager import context  # noqa: PLC0415  # heavy, optional
 
-        return context.context()._collective_ops_server_def is not None  # type: ignore[no-any-return]
+        return context.context()._collective_ops_server_def is not None
     except (ImportError, AttributeError):
         return True  # cannot tell: assume it did, which only makes the check stricter
 
