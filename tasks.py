@@ -3,7 +3,7 @@
 
 python3 tasks.py example   # run examples/01_quickstart.py on a Local pool of two nodes
 python3 tasks.py test      # install everything, run the whole test suite
-python3 tasks.py check     # ruff (lint + format) and mypy
+python3 tasks.py check     # ruff (lint + format), mypy and the layers (import-linter)
 python3 tasks.py bench     # the quick benchmark (see bench/README.md)
 python3 tasks.py docs      # build the documentation site strictly into site/ (--serve: serve it live)
 python3 tasks.py examples  # run every script in examples/ on Local (names: only those)
@@ -108,13 +108,17 @@ def cloud_result(code: int, extra: list[str]) -> int:
 def check() -> int:
     ensure_venv(dev=True)
     paths = [
-        p for p in ("skyward-core", *PACKAGES[1:], "tests", "examples", "bench", "tasks.py") if (ROOT / p).exists()
+        p
+        for p in ("skyward-core", *PACKAGES[1:], "tests", "examples", "bench", "tools", "tasks.py")
+        if (ROOT / p).exists()
     ]
     codes = [
         run(PY, "-m", "ruff", "check", *paths, check=False),
         run(PY, "-m", "ruff", "format", "--check", *paths, check=False),
         run(PY, "-m", "mypy", *[f"{p}/src" for p in PACKAGES], check=False),
         run(PY, "-m", "mypy", "tests/typing", check=False),  # the operators keep their types
+        # the layers of docs/architecture.md ([tool.importlinter] in pyproject.toml)
+        run(VENV / "bin" / "lint-imports", check=False),
     ]
     return max(codes)
 

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import skyward as sky
+from skyward import pricing
 from skyward.api import failover
 from skyward.api.candidate_prices import best_price
 from skyward.api.spec import PoolSpec
@@ -62,7 +63,7 @@ def test_first_tries_the_candidates_in_the_order_given(given: list[float | None]
 def test_the_pool_price_counts_each_node_on_its_market(
     markets: list[Market], on_demand: float, spot: float | None
 ) -> None:
-    total = failover.pool_hourly(markets, on_demand, spot)
+    total = pricing.pool_hourly(markets, on_demand, spot)
     spots = sum(m is Market.SPOT for m in markets)
     expected = (len(markets) - spots) * on_demand + spots * (on_demand if spot is None else spot)
     assert total == pytest.approx(expected)
@@ -72,10 +73,10 @@ def test_the_pool_price_counts_each_node_on_its_market(
 def test_the_price_cap_refuses_exactly_what_costs_more(cap: float, hourly: float) -> None:
     if hourly > cap:
         with pytest.raises(PriceCapError, match="above max_hourly_cost"):
-            failover.check_price_cap(cap, hourly, "m")
+            pricing.check_price_cap(cap, hourly, "m")
     else:
-        failover.check_price_cap(cap, hourly, "m")
-    failover.check_price_cap(None, hourly, "m")  # no cap: anything goes
+        pricing.check_price_cap(cap, hourly, "m")
+    pricing.check_price_cap(None, hourly, "m")  # no cap: anything goes
 
 
 @pytest.mark.parametrize("error", [CapacityError("x"), QuotaError("x"), NoOfferError("x"), PriceCapError("x"),

@@ -7,8 +7,17 @@ from collections.abc import Iterator
 import pytest
 import zmq
 
-import skyward.accelerators.vendors as vendors
+from skyward.accelerators.catalog import CatalogEntry
+from skyward.accelerators.vendors import CORE_ENTRIES
+from skyward.plugins import builtin
+from skyward.plugins.hookspecs import hookimpl
 from skyward.plugins.registry import registry
+
+
+class _CoreCatalog:
+    @hookimpl
+    def skyward_accelerators(self) -> tuple[CatalogEntry, ...]:
+        return CORE_ENTRIES
 
 
 @pytest.fixture(scope="module")
@@ -16,12 +25,13 @@ def core_catalog() -> Iterator[None]:
     """Registers the core accelerator catalog unless the built-in plugin already does
     (modules that parse accelerators use it: ``pytestmark = pytest.mark.usefixtures(...)``)."""
     impls = [i.function for i in registry.pm.hook.skyward_accelerators.get_hookimpls()]
-    if vendors.skyward_accelerators in impls:
+    if builtin.skyward_accelerators in impls:
         yield
         return
-    registry.register(vendors, name="test-core-accelerators")
+    catalog = _CoreCatalog()
+    registry.register(catalog, name="test-core-accelerators")
     yield
-    registry.unregister(vendors)
+    registry.unregister(catalog)
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skyward.errors import ConfigurationError, WorkerDiedError
+from skyward.providers.settings import third_party_hosts
 from skyward.transport import serialize
-from skyward.transport.safe_pickle import RefusedType, ResultPolicy, safe_loads, third_party_hosts
+from skyward.transport.safe_pickle import RefusedType, ResultPolicy, safe_loads
 
 
 @dataclasses.dataclass

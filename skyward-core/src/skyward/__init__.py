@@ -8,10 +8,10 @@ plugin registry, with a clear error naming the extra to install when one is miss
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from skyward.plugin_hints import install_finder, missing_plugin_error
+from skyward.version import __version__ as __version__
 
 # public name -> module that defines it
 _CORE_EXPORTS: dict[str, str] = {
@@ -294,16 +294,20 @@ def __getattr__(name: str) -> Any:
         return value
     if name in _SUBMODULES:
         return importlib.import_module(f"skyward.{name}")
-    from skyward.plugins.registry import for_the_caller, missing_plugin_error, registry
+    # The first name a plugin provides loads pluggy and the entry points (about 28 ms);
+    # `import skyward` itself does not (every worker process runs it).
+    from skyward.plugins.registry import registry  # noqa: PLC0415  # defers pluggy
 
     exports = registry.exports()
     if name in exports:
         return exports[name]
-    raise for_the_caller(missing_plugin_error(name), "skyward", sys._getframe(1)) from None
+    raise missing_plugin_error(name, importing=False) from None
 
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_CORE_EXPORTS})
 
+
+install_finder()  # `from skyward import AWS` without skyward-aws says what to install
 
 __all__ = sorted(_CORE_EXPORTS)  # noqa: PLE0605

@@ -6,12 +6,24 @@ import hashlib
 import json
 import math
 import shlex
-from importlib import metadata
+import sys
+from importlib import metadata, resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+import cloudpickle
+
 from skyward.agent.config import BIND_HOST_ENV, CONFIG_END, ENV_VAR, STEP_MARKER, STEPS_ENV
-from skyward.image import BootstrapContext, Image
+
+if TYPE_CHECKING:
+    # The values this module renders; skyward.image imports this module at run time
+    # (Image.bootstrap), so the dependency points one way when the program runs.
+    from skyward.image import BootstrapContext, Image
+
+CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+"""This client's Python minor version: a node's must match it (cloudpickle payloads are
+not portable across minor versions), and it is an Image's default."""
 
 ENV_COMPLETE = ".skyward-complete"
 TTL_MARKER = "/tmp/skyward-ttl-armed"
@@ -198,9 +210,9 @@ def _wheels(ctx: BootstrapContext) -> str:
     the agent's keys) and install them without dependencies (those came from the index)."""
     if not ctx.wheels:
         return "# skyward and its plugins came from the index"
-    from skyward.wheels import stage
-
-    source = Path(stage.__file__).read_text()
+    # The stage's source is data here (the script carries it to the node); it is not
+    # imported: it needs pyzmq, which rendering a script does not.
+    source = resources.files("skyward.wheels").joinpath("stage.py").read_text()
     named = " ".join(_q(f"{w.sha256}={w.filename}") for w in ctx.wheels)
     files = " ".join(f'"$SKYWARD_HOME/{WHEELS_DIR}/"{_q(w.filename)}' for w in ctx.wheels)
     return f"""{_step(WHEELS_STEP)}
@@ -243,10 +255,6 @@ fi
 
 def _check(image: Image) -> str:
     """Refuses to start an agent whose Python minor or cloudpickle differ from the client's."""
-    import cloudpickle
-
-    from skyward.image import CLIENT_PYTHON
-
     return f""""$PY" - <<'SKYWARD_CHECK'
 import sys
 want_py, want_cp = {CLIENT_PYTHON!r}, {cloudpickle.__version__!r}
@@ -331,7 +339,6 @@ def client_requirements() -> tuple[str, list[str]]:
     An editable install (a checkout) installs from its path; anything else pins the
     client's version. cloudpickle is pinned to the client's version.
     """
-    import cloudpickle
 
     def requirement(dist: metadata.Distribution) -> str:
         name = dist.metadata["Name"]

@@ -12,17 +12,18 @@ import hashlib
 import json
 import re
 import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from skyward.bootstrap import CLIENT_PYTHON, render_bootstrap
 from skyward.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from skyward.wheels.cache import LocalWheel
 
-CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+__all__ = ["CLIENT_PYTHON", "BootstrapContext", "Image"]  # CLIENT_PYTHON: the default Image.python
+
 _PYTHON_RE = re.compile(r"^3\.(\d{1,2})(\.\d{1,2})?$")
 _APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(=[A-Za-z0-9.+:~\-]+)?$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -126,8 +127,6 @@ class Image:
     def bootstrap(self, ttl: int = 0, *, context: BootstrapContext | None = None) -> str:
         """The idempotent bootstrap script. Without a context it prepares the environment
         for a cloud node and starts no agent (useful to inspect or bake into an image)."""
-        from skyward.bootstrap import render_bootstrap
-
         return render_bootstrap(self, ttl, context or BootstrapContext())
 
 

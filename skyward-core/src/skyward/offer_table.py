@@ -14,7 +14,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from skyward.accelerators import parse_accelerator
 from skyward.errors import ConfigurationError
+from skyward.instances import select_instance
+from skyward.plugins.registry import get_plugin_manager, registry
 
 if TYPE_CHECKING:
     from skyward.cli.model import ProviderTools
@@ -73,8 +76,6 @@ def query(accelerator: str | None, *, nodes: int = 1, spot: bool = False) -> Off
         raise ConfigurationError(f"offers(spot={spot!r}): must be True or False")
     if accelerator is None:
         return OfferQuery(accelerator=None, nodes=nodes, spot=spot)
-    from skyward.accelerators import parse_accelerator
-
     parsed = parse_accelerator(accelerator)
     return OfferQuery(accelerator=accelerator, count=parsed.count, nodes=nodes, spot=spot)
 
@@ -82,9 +83,6 @@ def query(accelerator: str | None, *, nodes: int = 1, spot: bool = False) -> Off
 def fits(instance: InstanceType, wanted: OfferQuery) -> bool:
     """Whether one node of this type satisfies the query (the same rule instance
     selection uses: same model, any memory variant unless named, at least ``count``)."""
-    from skyward.accelerators import parse_accelerator
-    from skyward.instances import select_instance
-
     if wanted.accelerator is None:
         return instance.accelerator is None
     request = dataclasses.replace(parse_accelerator(wanted.accelerator), count=wanted.count)
@@ -184,8 +182,6 @@ def collect(
 
 
 def installed_tools() -> list[ProviderTools]:
-    from skyward.plugins.registry import get_plugin_manager
-
     groups = get_plugin_manager().hook.skyward_provider_tools()
     return [tools for group in groups for tools in group]
 
@@ -256,6 +252,4 @@ def offers(
 
 
 def _provider_name(config: object) -> str:
-    from skyward.plugins.registry import registry
-
     return registry.provider_for(config).name

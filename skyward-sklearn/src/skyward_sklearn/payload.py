@@ -40,6 +40,8 @@ from typing import Any
 
 import cloudpickle
 
+from skyward.runtime.context import instance_info
+from skyward.transport import serialize
 from skyward_sklearn.nesting import register_on_worker
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -72,8 +74,6 @@ def _is_user_module(name: str) -> bool:
     """The user's own code, which the nodes cannot import: it travels by value. Uses the
     pool's own rule, except for skyward's packages, which that rule cannot tell from a
     user's project when they are installed editable (a checkout, like this repository)."""
-    from skyward.transport import serialize
-
     if name.split(".", 1)[0] in _skyward_packages():
         return False
     return serialize._is_user_module(name)
@@ -163,8 +163,6 @@ def thread_limit(policy: ThreadPolicy) -> int | None:
         return None
     sharing = policy.sharing
     if sharing is None:
-        from skyward.runtime.context import instance_info
-
         sharing = instance_info().workers_per_node
     return max(1, _cpu_count() // max(1, sharing))
 
@@ -182,7 +180,7 @@ def _limited_threads(limit: int | None) -> Iterator[None]:
         yield
         return
     try:
-        from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+        from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]  # noqa: PLC0415  # optional
     except ImportError:
         yield
         return

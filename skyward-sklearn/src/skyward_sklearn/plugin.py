@@ -14,7 +14,13 @@ from skyward.plugins.hookspecs import hookimpl
 @hookimpl
 def skyward_exports() -> Mapping[str, object]:
     """``skyward.integrations.JoblibPool`` and friends."""
-    from skyward_sklearn.pools import JoblibPool, ScikitLearnPool, joblib_backend, sklearn_backend
+    # Deferred: pools imports ComputePool and joblib, and every worker loads this plugin.
+    from skyward_sklearn.pools import (  # noqa: PLC0415  # heavy
+        JoblibPool,
+        ScikitLearnPool,
+        joblib_backend,
+        sklearn_backend,
+    )
 
     return {
         "JoblibPool": JoblibPool,

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Unpack
 
+from joblib import parallel_config
+
 from skyward.api.compute import PendingCompute
 from skyward.api.failover import ProviderChoice
 from skyward.api.options import PoolOptions
@@ -30,6 +32,7 @@ from skyward.api.pool import ComputePool
 from skyward.errors import ConfigurationError, PoolClosedError, VersionMismatchError
 from skyward.image import Image
 from skyward.providers.local import Local
+from skyward_sklearn.backend import BACKEND_NAME, active_pool, register
 from skyward_sklearn.versions import (
     JOBLIB,
     SKLEARN,
@@ -112,10 +115,6 @@ def _check_threads(value: object, owner: str) -> int | None:
 
 @contextmanager
 def _activate(pool: ComputePool, n_jobs: int | None, inner_max_num_threads: int | None) -> Iterator[None]:
-    from joblib import parallel_config
-
-    from skyward_sklearn.backend import BACKEND_NAME, active_pool, register
-
     register()
     with (
         active_pool(pool),

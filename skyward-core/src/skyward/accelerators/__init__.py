@@ -23,7 +23,7 @@ from skyward.accelerators.names import NVIDIA, NVIDIA_NAMES
 from skyward.accelerators.normalize import MigSpec, make_accelerator
 from skyward.accelerators.parse import entry_for, is_nvidia, is_trainium, parse_accelerator
 from skyward.accelerators.spec import Accelerator, workers_per_node
-from skyward.accelerators.vendors import CORE_ENTRIES, skyward_accelerators
+from skyward.accelerators.vendors import CORE_ENTRIES
 
 # The NVIDIA factories at module level as well: ``sky.accelerators.A100()`` (the seed's
 # readme writes it so) is ``sky.Accelerator.NVIDIA.A100()``.
@@ -85,6 +85,5 @@ __all__ = [
     "is_trainium",
     "make_accelerator",
     "parse_accelerator",
-    "skyward_accelerators",
     "workers_per_node",
 ]

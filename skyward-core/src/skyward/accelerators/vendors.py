@@ -1,16 +1,13 @@
 """The core's accelerator catalog: NVIDIA, AMD, AWS and Google devices.
 
-This is data, contributed through the same ``skyward_accelerators`` hook a third-party
-plugin would implement. Memory is per device, as vendors quote it.
+This is data, contributed by the core's plugin (:mod:`skyward.plugins.builtin`) through
+the same ``skyward_accelerators`` hook a third-party plugin would implement. Memory is per device, as vendors quote it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from skyward.accelerators.catalog import CatalogEntry
 from skyward.accelerators.mig import PROFILES_80GB, PROFILES_A100_40GB, PROFILES_H100_NVL
-from skyward.plugins.hookspecs import hookimpl
 
 
 def _nvidia(
@@ -108,9 +105,3 @@ CORE_ENTRIES: tuple[CatalogEntry, ...] = (
     *AWS_ENTRIES,
     *GOOGLE_ENTRIES,
 )
-
-
-@hookimpl
-def skyward_accelerators() -> Sequence[CatalogEntry]:
-    """The core vendors' catalog entries."""
-    return CORE_ENTRIES

@@ -13,7 +13,7 @@ class MetricsSampler:
         self._nvml: Any = None
         self._handles: list[Any] = []
         try:
-            import pynvml
+            import pynvml  # noqa: PLC0415  # optional (skyward-core[nvidia]), and only on a GPU node
 
             pynvml.nvmlInit()
             self._nvml = pynvml

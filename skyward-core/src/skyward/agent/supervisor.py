@@ -9,10 +9,12 @@ to workers directly (see ``worker.py``), which saves a relay hop each way.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,12 +23,12 @@ from typing import Any
 import cloudpickle
 import zmq
 
-import skyward
 from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
 from skyward.agent.metrics import MetricsSampler
 from skyward.agent.notices import notices_dir
 from skyward.agent.processes import WorkerProcess, describe_exit
 from skyward.transport import security, wire
+from skyward.version import __version__
 
 _POLL_MS = 200
 _PING_INTERVAL = 1.0
@@ -210,7 +212,7 @@ class Supervisor:
             "agent_endpoint": self.bound_endpoint,
             "python": platform.python_version(),
             "cloudpickle": cloudpickle.__version__,
-            "skyward": skyward.__version__,
+            "skyward": __version__,
             "pid": os.getpid(),
             "hostname": platform.node(),
             "executable": sys.executable,
@@ -368,10 +370,12 @@ def _with_mig_devices(config: AgentConfig) -> AgentConfig:
     """The config with each worker's MIG device, when the bootstrap partitioned the GPUs."""
     if config.mig_devices <= 0 or config.visible_devices:
         return config
-    import dataclasses
-    import subprocess
-
-    from skyward.accelerators.mig_node import assign_mig_devices, mig_devices
+    # Only a MIG node needs it, and importing the accelerators package loads its catalog
+    # and pluggy: every agent would pay for that at start-up.
+    from skyward.accelerators.mig_node import (  # noqa: PLC0415  # heavy for every other node
+        assign_mig_devices,
+        mig_devices,
+    )
 
     listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
     devices = assign_mig_devices(mig_devices(listing), config.workers, config.mig_devices)

@@ -25,7 +25,8 @@ from typing import Any
 import zmq
 
 from skyward.agent.watch import WATCH_AFTER, SocketWatch
-from skyward.errors import AbandonedError
+from skyward.errors import AbandonedError, RemoteError
+from skyward.plugins.registry import get_plugin_manager
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import inputs, security, serialize, wire
 
@@ -116,8 +117,6 @@ def _encode_exception(exc: BaseException) -> list[serialize.Frame]:
         return serialize.dumps_result((exc, tb))
     except Exception:
         # The exception itself cannot travel (unpicklable attributes): send its text.
-        from skyward.errors import RemoteError
-
         return serialize.dumps_result((RemoteError(f"{type(exc).__qualname__}: {exc}"), tb))
 
 
@@ -210,8 +209,6 @@ class Worker:
         self.watch = SocketWatch(self.context, self.tasks, self._receive, self._flush_stream, watch_after)
 
     def serve(self) -> None:
-        from skyward.plugins.registry import get_plugin_manager
-
         get_plugin_manager().hook.skyward_worker_startup(info=self.info)
         self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
         poller = zmq.Poller()

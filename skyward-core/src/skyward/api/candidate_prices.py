@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from skyward.api.failover import pool_hourly
 from skyward.api.spec import PoolSpec
-from skyward.offer_table import Offer, OfferQuery, installed_tools, open_source
+from skyward.offer_table import Offer, OfferQuery, OfferSource, installed_tools, open_source
+from skyward.pricing import pool_hourly
 from skyward.providers.protocol import ProviderDriver, SpotMarket
 from skyward.spot import Market, SpotStrategy, plan_markets
 
@@ -62,8 +62,6 @@ def candidate_price(spec: PoolSpec, driver: ProviderDriver) -> float | None:
     session, _ = open_source(tools, spec.provider)
     if session is None:
         return None
-    from skyward.offer_table import OfferSource
-
     if not isinstance(session, OfferSource):
         return None
     try:

@@ -163,7 +163,7 @@ class PendingBatch(Generic[R]):
 @dataclass(frozen=True, slots=True)
 class PendingBatch2(PendingBatch[Any], Generic[A, B]):
     def __rshift__(self, pool: Executor) -> tuple[A, B]:
-        return pool.run_batch(self)  # type: ignore[return-value]
+        return pool.run_batch(self)
 
     def __and__(self, other: PendingCompute[C]) -> PendingBatch3[A, B, C]:
         return PendingBatch3((*self.items, _check_chained(other)))
@@ -172,7 +172,7 @@ class PendingBatch2(PendingBatch[Any], Generic[A, B]):
 @dataclass(frozen=True, slots=True)
 class PendingBatch3(PendingBatch[Any], Generic[A, B, C]):
     def __rshift__(self, pool: Executor) -> tuple[A, B, C]:
-        return pool.run_batch(self)  # type: ignore[return-value]
+        return pool.run_batch(self)
 
     def __and__(self, other: PendingCompute[D]) -> PendingBatch4[A, B, C, D]:
         return PendingBatch4((*self.items, _check_chained(other)))
@@ -181,7 +181,7 @@ class PendingBatch3(PendingBatch[Any], Generic[A, B, C]):
 @dataclass(frozen=True, slots=True)
 class PendingBatch4(PendingBatch[Any], Generic[A, B, C, D]):
     def __rshift__(self, pool: Executor) -> tuple[A, B, C, D]:
-        return pool.run_batch(self)  # type: ignore[return-value]
+        return pool.run_batch(self)
 
     def __and__(self, other: PendingCompute[E]) -> PendingBatch5[A, B, C, D, E]:
         return PendingBatch5((*self.items, _check_chained(other)))
@@ -190,7 +190,7 @@ class PendingBatch4(PendingBatch[Any], Generic[A, B, C, D]):
 @dataclass(frozen=True, slots=True)
 class PendingBatch5(PendingBatch[Any], Generic[A, B, C, D, E]):
     def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E]:
-        return pool.run_batch(self)  # type: ignore[return-value]
+        return pool.run_batch(self)
 
     def __and__(self, other: PendingCompute[F]) -> PendingBatch6[A, B, C, D, E, F]:
         return PendingBatch6((*self.items, _check_chained(other)))
@@ -199,7 +199,7 @@ class PendingBatch5(PendingBatch[Any], Generic[A, B, C, D, E]):
 @dataclass(frozen=True, slots=True)
 class PendingBatch6(PendingBatch[Any], Generic[A, B, C, D, E, F]):
     def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E, F]:
-        return pool.run_batch(self)  # type: ignore[return-value]
+        return pool.run_batch(self)
 
     def __and__(self, other: PendingCompute[G]) -> PendingBatch7[A, B, C, D, E, F, G]:
         return PendingBatch7((*self.items, _check_chained(other)))
@@ -208,7 +208,7 @@ class PendingBatch6(PendingBatch[Any], Generic[A, B, C, D, E, F]):
 @dataclass(frozen=True, slots=True)
 class PendingBatch7(PendingBatch[Any], Generic[A, B, C, D, E, F, G]):
     def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E, F, G]:
-        return pool.run_batch(self)  # type: ignore[return-value]
+        return pool.run_batch(self)
 
     def __and__(self, other: PendingCompute[H]) -> PendingBatch8[A, B, C, D, E, F, G, H]:
         return PendingBatch8((*self.items, _check_chained(other)))
@@ -217,7 +217,7 @@ class PendingBatch7(PendingBatch[Any], Generic[A, B, C, D, E, F, G]):
 @dataclass(frozen=True, slots=True)
 class PendingBatch8(PendingBatch[Any], Generic[A, B, C, D, E, F, G, H]):
     def __rshift__(self, pool: Executor) -> tuple[A, B, C, D, E, F, G, H]:
-        return pool.run_batch(self)  # type: ignore[return-value]
+        return pool.run_batch(self)
 
     def __and__(self, other: object) -> PendingBatch[Any]:
         raise ConfigurationError("a chain with & holds at most 8 computations; use gather(*computations) for more")

@@ -19,11 +19,10 @@ from typing import Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from skyward.api.options import AcceleratorChoice, SpotChoice
 from skyward.api.spec import price_cap
-from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, PriceCapError, UnavailableError
+from skyward.errors import ConfigurationError, NoCandidateError, NoOfferError, UnavailableError
 from skyward.instances import NoMatchingInstanceError
 from skyward.plugins.registry import registry
 from skyward.providers.settings import ProviderSettings
-from skyward.spot import Market
 
 Selection: TypeAlias = Literal["first", "cheapest"]
 SELECTIONS: tuple[Selection, ...] = ("first", "cheapest")
@@ -129,22 +128,6 @@ def order(selection: Selection, prices: Sequence[float | None]) -> list[int]:
 def ranking(labels: Sequence[str], prices: Sequence[float | None]) -> str:
     """The order ``"cheapest"`` chose, in words: ``#2 verda $4.38/h, #1 aws ?``."""
     return ", ".join(f"{name} {'?' if p is None else f'${p:.4g}/h'}" for name, p in zip(labels, prices, strict=True))
-
-
-def pool_hourly(markets: Sequence[Market], on_demand: float, spot: float | None) -> float:
-    """What the pool costs per hour when each node runs on its planned market (a spot node
-    without a spot price is counted at the on-demand price)."""
-    return sum((spot if m is Market.SPOT and spot is not None else on_demand) for m in markets)
-
-
-def check_price_cap(cap: float | None, hourly: float, what: str) -> None:
-    """Raise PriceCapError when the pool's hourly price is above ``cap``; before anything
-    is made, so the next candidate starts from nothing."""
-    if cap is not None and hourly > cap:
-        raise PriceCapError(
-            f"{what} costs ${hourly:.4g}/h for the pool, above max_hourly_cost=${cap:g}/h; raise the cap, "
-            "use fewer nodes or another candidate"
-        )
 
 
 def moves_on(error: BaseException) -> UnavailableError | None:

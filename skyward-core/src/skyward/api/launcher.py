@@ -36,12 +36,12 @@ from skyward.image import CLIENT_PYTHON
 from skyward.plugins.registry import registry
 from skyward.providers import rules
 from skyward.providers.protocol import EventSink, ProviderDriver, SpotMarket, VolumeMounts
-from skyward.providers.settings import ProviderSettings, settings_of
+from skyward.providers.settings import ProviderSettings, settings_of, third_party_hosts
 from skyward.transport import wire
 from skyward.transport.client import PoolClient
 from skyward.transport.links import NodeInfo
 from skyward.transport.results import ResultDecoder
-from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
+from skyward.transport.safe_pickle import ResultPolicy, safe_loads
 from skyward.transport.security import CurveKeys
 from skyward.wheels.cache import OfferedWheels
 

@@ -1,62 +1,33 @@
-"""``PoolSpec``: every ComputePool parameter, validated once, as one frozen value.
+"""``build_spec``: every ComputePool parameter, validated once, as one frozen ``PoolSpec``.
 
 ``build_spec`` is pure: it raises ConfigurationError for bad input and touches nothing,
-so a pool that fails validation has provisioned nothing.
+so a pool that fails validation has provisioned nothing. ``PoolSpec`` itself lives with
+the provider contract (:mod:`skyward.providers.spec`), which drivers import; it is
+re-exported here.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from skyward.accelerators import parse_accelerator, workers_per_node
-from skyward.accelerators.spec import Accelerator
 from skyward.api.options import AcceleratorChoice, SpotChoice
+from skyward.bootstrap import CLIENT_PYTHON
 from skyward.display import DISPLAY_MODES
 from skyward.errors import ConfigurationError
-from skyward.image import CLIENT_PYTHON, Image
+from skyward.image import Image
 from skyward.plugins.registry import registry
-from skyward.spot import SpotStrategy, normalize_spot
+from skyward.providers.settings import ProviderSettings, check_seconds_value
+from skyward.providers.spec import PoolSpec
+from skyward.spot import normalize_spot
 from skyward.units import parse_memory
 
-if TYPE_CHECKING:
-    from skyward.providers.settings import ProviderSettings
-
-
-@dataclass(frozen=True, slots=True)
-class PoolSpec:
-    provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
-    image: Image
-    nodes: int = 1
-    machine: str | None = None
-    accelerator: Accelerator | None = None
-    cpu: int | None = None
-    memory_mb: int | None = None
-    volumes: tuple[object, ...] = ()
-    spot: SpotStrategy | None = None  # None: the provider's default
-    timeout: float = 3600.0
-    concurrency: int = 1
-    display: str = "log"
-    collect_metrics: bool = True
-    partitions: int = 1
-    max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
-    pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
-
-    @property
-    def workers_per_node(self) -> int:
-        """Worker processes per node: accelerator partitions (MIG) times concurrency."""
-        return self.partitions * self.concurrency
-
-    @property
-    def total_workers(self) -> int:
-        return self.nodes * self.workers_per_node
-
+__all__ = ["MAX_CONCURRENCY", "MAX_CPU", "MAX_NODES", "PoolSpec", "build_spec", "price_cap"]
 
 MAX_NODES = 1000
 """Nodes in one pool. Cloud accounts' instance quotas stop far below; past this a value
-is a mistake (``nodes=10**30`` used to hang the constructor building per-node lists)."""
+is a mistake, refused before the constructor builds per-node lists (``nodes=10**30``
+would hang it)."""
 
 MAX_CONCURRENCY = 1024
 """Worker processes per accelerator partition on one node."""
@@ -104,9 +75,6 @@ def build_spec(
     collect_metrics: bool,
     max_hourly_cost: float | None = None,
 ) -> PoolSpec:
-    # breaks a cycle: skyward.providers (its __init__) imports this module for PoolSpec
-    from skyward.providers.settings import check_seconds_value
-
     nodes = _positive_int("nodes", nodes, MAX_NODES)
     concurrency = _positive_int("concurrency", concurrency, MAX_CONCURRENCY)
     if not isinstance(display, str) or display not in DISPLAY_MODES:

@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -33,6 +34,9 @@ from skyward.cli.model import (
     ResourceSession,
 )
 from skyward.errors import ConfigurationError, SkywardError
+from skyward.offer_table import collect, query
+from skyward.plugins.registry import get_plugin_manager
+from skyward.providers.cloud.reaping import doomed_resources
 
 BAD_INPUT = 2
 LEFT_BEHIND = 1
@@ -48,8 +52,6 @@ class CommandError(Exception):
 
 
 def installed_tools() -> list[ProviderTools]:
-    from skyward.plugins.registry import get_plugin_manager
-
     groups = get_plugin_manager().hook.skyward_provider_tools()
     return [tools for group in groups for tools in group]
 
@@ -167,8 +169,6 @@ def list_everything(
 def select(
     resources: Sequence[Resource], *, pool_id: str | None, expired: bool, every: bool, now: float
 ) -> list[Resource]:
-    from skyward.providers.cloud.reaping import doomed_resources
-
     if every:
         return list(resources)
     if expired:
@@ -338,8 +338,6 @@ def make_app(
         """What each provider offers for one node, cheapest first."""
 
         def body() -> None:
-            from skyward.offer_table import collect, query
-
             wanted = query(accelerator, nodes=nodes, spot=spot)
             errors: list[str] = []
 
@@ -449,10 +447,6 @@ def make_app(
 
 def plugin_versions() -> list[dict[str, str]]:
     """Every distribution that registers ``skyward`` plugins, with its version."""
-    from importlib import metadata
-
-    from skyward.plugins.registry import get_plugin_manager
-
     seen: dict[str, str] = {"skyward-core": metadata.version("skyward-core")}
     for _plugin, dist in get_plugin_manager().list_plugin_distinfo():
         seen[str(dist.project_name)] = str(dist.version)

@@ -17,13 +17,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from skyward.bootstrap import ENV_COMPLETE
+from skyward.home import DEFAULT_HOME, skyward_home
 
-DEFAULT_HOME = "~/.skyward"
-
-
-def skyward_home() -> Path:
-    return Path(os.environ.get("SKYWARD_HOME") or DEFAULT_HOME).expanduser()
+__all__ = [
+    "DEFAULT_HOME",
+    "CachedEnvironment",
+    "cached",
+    "environments",
+    "in_use",
+    "remove",
+    "running_executables",
+    "skyward_home",
+    "wheels",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +103,6 @@ def in_use(env: CachedEnvironment, running: Iterable[str]) -> bool:
 
 def running_executables() -> list[str]:
     """The executables (and interpreters named first on a command line) of this user's processes."""
-    import psutil
-
     found: list[str] = []
     for process in psutil.process_iter(["exe", "cmdline"]):
         info = process.info

@@ -1,28 +1,43 @@
-"""The core's own plugin: the Local provider, the ZeroMQ transport and core catalogs.
+"""The core's own plugin: the Local provider, the core accelerator catalog (NVIDIA, AWS
+silicon, Google TPUs, AMD) and the jax, keras and tensorflow distributed backends.
 
-It is registered like any other plugin, so the core uses the same hooks a third party
-would.
+It is registered like any other plugin, through the ``skyward`` entry-point group
+(skyward-core's pyproject names it ``skyward.builtin``), so the core uses the same hooks a
+third party would, and the registry, which every layer looks plugins up in, imports no
+provider. Its hooks run last (``trylast``), as they did when the registry registered it
+first: a plugin's catalog entries win over the core's for the same accelerator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from skyward.plugins.contributions import ProviderPlugin
+from skyward.accelerators.catalog import CatalogEntry
+from skyward.accelerators.vendors import CORE_ENTRIES
+from skyward.distributed.backends.jax_backend import jax
+from skyward.distributed.backends.keras_backend import keras
+from skyward.distributed.backends.tensorflow_backend import tensorflow
+from skyward.plugins.contributions import DistributedBackend, ProviderPlugin
 from skyward.plugins.hookspecs import hookimpl
+from skyward.providers.local import Local, LocalDriver
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def skyward_providers() -> Sequence[ProviderPlugin]:
-    from skyward.providers.local import Local, LocalDriver
-
     return [ProviderPlugin(name="local", config_type=Local, create_driver=LocalDriver)]
 
 
-# The core accelerator catalog (NVIDIA, AWS silicon, Google TPUs, AMD) is data contributed
-# through the same hook a third-party catalog would use.
-from skyward.accelerators import skyward_accelerators  # noqa: E402, F401
+@hookimpl(trylast=True)
+def skyward_accelerators() -> Sequence[CatalogEntry]:
+    return CORE_ENTRIES
 
-# The core's distributed backends (jax, keras, tensorflow), through the same hook as
-# skyward-torch's torch and transformers.
-from skyward.distributed.backends.plugin import skyward_distributed_backends  # noqa: E402, F401
+
+@hookimpl(trylast=True)
+def skyward_distributed_backends() -> Sequence[DistributedBackend]:
+    # Importing the backend modules imports no framework: each imports its own on the
+    # node, when a wrapped function runs.
+    return [
+        DistributedBackend(name="jax", factory=jax),
+        DistributedBackend(name="keras", factory=keras),
+        DistributedBackend(name="tensorflow", factory=tensorflow),
+    ]

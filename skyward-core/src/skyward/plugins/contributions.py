@@ -34,12 +34,6 @@ class VolumePlugin:
 
 
 @dataclass(frozen=True, slots=True)
-class TransportPlugin:
-    name: str
-    create: Callable[..., Any]
-
-
-@dataclass(frozen=True, slots=True)
 class DistributedBackend:
     """``skyward.distributed.<name>(**options)`` returns a decorator for the user's function."""
 

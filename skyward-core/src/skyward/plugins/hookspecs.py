@@ -19,7 +19,6 @@ if TYPE_CHECKING:
         BootstrapStep,
         DistributedBackend,
         ProviderPlugin,
-        TransportPlugin,
         VolumePlugin,
     )
     from skyward.runtime.context import InstanceInfo
@@ -44,11 +43,6 @@ def skyward_accelerators() -> Sequence[Any]:  # type: ignore[empty-body]
 @hookspec
 def skyward_volumes() -> Sequence[VolumePlugin]:  # type: ignore[empty-body]
     """Volume types and the bootstrap steps that mount them."""
-
-
-@hookspec
-def skyward_transports() -> Sequence[TransportPlugin]:  # type: ignore[empty-body]
-    """Transports between client and node agents (ZeroMQ is the core default)."""
 
 
 @hookspec

@@ -1,15 +1,15 @@
 """Loads plugins from entry points and merges their contributions.
 
 The core never imports a plugin by name: everything comes through the ``skyward``
-entry-point group or an explicit ``register`` call.
+entry-point group (the core's own plugin, :mod:`skyward.plugins.builtin`, included) or an
+explicit ``register`` call. That keeps this module low: accelerators, the pool and the
+command line all look plugins up here, and it imports none of them.
 """
 
 from __future__ import annotations
 
-import dis
 import threading
-import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,58 +17,11 @@ import pluggy
 
 from skyward.errors import ConfigurationError
 from skyward.plugins import hookspecs
-from skyward.plugins.contributions import (
-    DistributedBackend,
-    ProviderPlugin,
-    TransportPlugin,
-    VolumePlugin,
-)
+from skyward.plugins.contributions import DistributedBackend, ProviderPlugin, VolumePlugin
 
-BUILTIN = "skyward.builtin"  # the core's own plugin's registered name
+BUILTIN = "skyward.builtin"  # the core's own plugin: its entry point's name
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
-
-# Where the well-known public names live, so a missing plugin can say what to install.
-# This is a hint table only; nothing here is imported.
-KNOWN_EXTRAS: Mapping[str, str] = {
-    "AWS": "aws",
-    "S3Volume": "aws",
-    "DigitalOcean": "digitalocean",
-    "Verda": "verda",
-    "VastAI": "vastai",
-    "RunPod": "runpod",
-    "torch": "torch",
-    "transformers": "torch",
-    "JoblibPool": "sklearn",
-    "ScikitLearnPool": "sklearn",
-    "joblib_backend": "sklearn",
-    "sklearn_backend": "sklearn",
-}
-
-
-def missing_plugin_error(name: str, where: str = "skyward") -> AttributeError:
-    extra = KNOWN_EXTRAS.get(name)
-    if extra is None:
-        return AttributeError(f"module {where!r} has no attribute {name!r}")
-    return AttributeError(
-        f"{where}.{name} is provided by the skyward-{extra} plugin, which is not installed. "
-        f"Install it with: pip install 'skyward[{extra}]'"
-    )
-
-
-def for_the_caller(error: AttributeError, where: str, caller: types.FrameType) -> Exception:
-    """``error`` as a module ``__getattr__`` of ``where`` should raise it to ``caller``.
-
-    ``from skyward import AWS`` (``IMPORT_FROM``): Python would replace an AttributeError
-    with a bare "cannot import name", losing the install hint, so it becomes a
-    :class:`PluginMissingError` (an ImportError, which goes through). ``skyward.AWS``,
-    ``getattr`` and ``hasattr`` keep the AttributeError."""
-    code = caller.f_code.co_code
-    if 0 <= caller.f_lasti < len(code) and dis.opname[code[caller.f_lasti]] == "IMPORT_FROM":
-        from skyward.errors import PluginMissingError
-
-        return PluginMissingError(str(error), name=where)
-    return error
 
 
 def distribution_of(pm: pluggy.PluginManager, plugin: object) -> str:
@@ -77,12 +30,7 @@ def distribution_of(pm: pluggy.PluginManager, plugin: object) -> str:
     for registered, dist in pm.list_plugin_distinfo():
         if registered is plugin:
             return f"{dist.project_name} {dist.version}"
-    name = pm.get_name(plugin)
-    if name == BUILTIN:
-        import importlib.metadata
-
-        return f"skyward-core {importlib.metadata.version('skyward-core')}"
-    return f"the plugin registered as {name!r}"
+    return f"the plugin registered as {pm.get_name(plugin)!r}"
 
 
 def check_hooks(pm: pluggy.PluginManager) -> None:
@@ -98,16 +46,27 @@ def check_hooks(pm: pluggy.PluginManager) -> None:
         ) from error
 
 
+def check_builtin(pm: pluggy.PluginManager) -> None:
+    """The core's own plugin arrives through skyward-core's entry point like any other;
+    without it there is no Local provider and no accelerator catalog. Its absence means
+    skyward-core's installed metadata predates that entry point (or the package runs
+    from a path without being installed): say so, rather than "unknown provider Local"."""
+    if pm.get_plugin(BUILTIN) is None:
+        raise ConfigurationError(
+            f"skyward-core's own plugin (entry point {BUILTIN!r} in the {hookspecs.ENTRY_POINT_GROUP!r} group) "
+            "is not installed: skyward-core's metadata is missing or stale. Install skyward-core again "
+            "(pip install skyward-core, or pip install -e skyward-core in a checkout)"
+        )
+
+
 def get_plugin_manager() -> pluggy.PluginManager:
     global _manager
     with _lock:
         if _manager is None:
             pm = pluggy.PluginManager(hookspecs.PROJECT)
             pm.add_hookspecs(hookspecs)
-            from skyward.plugins import builtin
-
-            pm.register(builtin, name=BUILTIN)
             pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+            check_builtin(pm)
             check_hooks(pm)
             _manager = pm
         return _manager
@@ -189,9 +148,6 @@ class Registry:
 
     def volumes(self) -> list[VolumePlugin]:
         return self._flat("skyward_volumes")
-
-    def transports(self) -> list[TransportPlugin]:
-        return self._flat("skyward_transports")
 
     def distributed_backends(self) -> dict[str, DistributedBackend]:
         return {b.name: b for b in self._flat("skyward_distributed_backends")}

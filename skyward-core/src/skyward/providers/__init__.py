@@ -17,7 +17,6 @@ Cloud drivers build on :class:`skyward.providers.cloud.CloudProvider` (the templ
 """
 
 from skyward.agent.notices import NoticeKind, notices_dir
-from skyward.api.spec import PoolSpec
 from skyward.providers.protocol import (
     EventSink,
     FollowsBootstrap,
@@ -33,6 +32,7 @@ from skyward.providers.protocol import (
     VolumeMounts,
 )
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
+from skyward.providers.spec import PoolSpec
 
 __all__ = [
     "NODE_TTL_MARGIN",

@@ -21,12 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import psutil
+
 from skyward.agent.config import READY_MARKER, STEP_MARKER
-from skyward.api.spec import PoolSpec
+from skyward.bootstrap import client_requirements
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.events import (
+    BootstrapProgress,
+    BootstrapStarting,
+    InstanceLaunching,
+    InstanceProvisioned,
+)
+from skyward.home import uv_path
 from skyward.image import BootstrapContext
+from skyward.providers.local_gpus import assign_gpus, detect_gpus
+from skyward.providers.local_sweep import current_owner, sweep, write_owner
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import ProviderSettings
+from skyward.providers.spec import PoolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +61,6 @@ class Local(ProviderSettings):
 
 
 def _total_memory_mb() -> int:
-    import psutil
-
     return int(psutil.virtual_memory().total // 2**20)
 
 
@@ -84,25 +94,10 @@ class _LocalNode:
     failed: str | None = None
 
 
-def uv_path() -> str | None:
-    """This client's uv: beside its interpreter, the uv package's, or on PATH (None: none)."""
-    candidate = Path(sys.executable).parent / "uv"
-    if candidate.exists():
-        return str(candidate)
-    try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
-    except Exception:
-        return shutil.which("uv")
-
-
 def local_bootstrap_context() -> BootstrapContext:
     """The context of a node that runs on this machine: this interpreter's Python and uv,
     the same skyward and plugins (public: a provider whose nodes are local processes, like
     tests/plugin_example, uses it too)."""
-    from skyward.bootstrap import client_requirements
-
     core, pinned = client_requirements()
     return BootstrapContext(
         local=True,
@@ -143,8 +138,6 @@ class LocalDriver(Provider[Local]):
         detected", and two JAX processes each tried to take most of its memory."""
         if spec.accelerator is None:
             return [[""] * spec.workers_per_node for _ in range(spec.nodes)]
-        from skyward.providers.local_gpus import assign_gpus, detect_gpus
-
         per_node = assign_gpus(spec.nodes, spec.accelerator, detect_gpus())
         devices: list[list[str | None]] = []
         for gpus in per_node:
@@ -153,8 +146,6 @@ class LocalDriver(Provider[Local]):
         return devices
 
     def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
-        from skyward.providers.local_sweep import current_owner, sweep, write_owner
-
         # Run directories of clients that died (killed, timed out) hold sockets, logs and
         # node scripts (a tcp pool's hold its server secret): nobody else removes them.
         self.swept = sweep(Path(tempfile.gettempdir()))
@@ -167,13 +158,6 @@ class LocalDriver(Provider[Local]):
         return local_bootstrap_context()
 
     def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        from skyward.events import (
-            BootstrapProgress,
-            BootstrapStarting,
-            InstanceLaunching,
-            InstanceProvisioned,
-        )
-
         assert self.run_dir is not None, "prepare() first"
         emit(InstanceLaunching(count=spec.nodes, instance_type="local", provider="local"))
         context = self._bootstrap_context(spec)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_c
 from skyward.image import BootstrapContext
 
 if TYPE_CHECKING:
-    from skyward.api.spec import PoolSpec
     from skyward.events import SkywardEvent
+    from skyward.providers.spec import PoolSpec
     from skyward.spot import SpotStrategy
 
 

@@ -9,6 +9,7 @@ Its fields are keyword-only, so a subclass's own fields keep their positions
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -101,9 +102,33 @@ def check_node_settings(
                 f"{provider}(client_address={client_address!r}) must be an IPv4 address string such as "
                 "'203.0.113.7', or None to discover it"
             )
-        from skyward.providers.cloud.addresses import parse_client_address
-
         parse_client_address(client_address, f"{provider}(client_address=...)")
+
+
+def parse_client_address(value: object, what: str) -> ipaddress.IPv4Address:
+    """``value`` as one IPv4 host address (here, with the settings that check it; the cloud
+    template's address discovery reads it too); a ConfigurationError naming ``what`` otherwise.
+
+    IPv4 only: nodes are reached at their public IPv4 address, so the client's traffic to
+    them leaves from its IPv4 address. Only text is read: ``ipaddress`` would take the
+    integer ``1`` as ``0.0.0.1``.
+    """
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
+    try:
+        address = ipaddress.ip_address(value.strip())
+    except ValueError:
+        raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
+    if not isinstance(address, ipaddress.IPv4Address):
+        raise ConfigurationError(
+            f"{what}: {value!r} is an IPv6 address; nodes are reached over IPv4, give the client's public IPv4 address"
+        )
+    if address.is_unspecified or address.is_multicast or address.is_reserved or address.is_link_local:
+        raise ConfigurationError(
+            f"{what}: {value!r} cannot be a client address (it would not limit who reaches the agent port); "
+            "give the client's public IPv4 address"
+        )
+    return address
 
 
 def check_settings(settings: ProviderSettings) -> None:
@@ -124,3 +149,11 @@ DEFAULT_SETTINGS = ProviderSettings()
 def settings_of(config: object) -> ProviderSettings:
     """``config`` itself when it is a ProviderSettings, else the defaults."""
     return config if isinstance(config, ProviderSettings) else DEFAULT_SETTINGS
+
+
+def third_party_hosts(provider: object) -> bool:
+    """Whether the provider's hosts are run by third parties (marketplace clouds), which
+    makes safe mode its default. The one place that decides it: it reads the provider
+    settings' ``third_party_hosts`` class attribute (a config that does not derive from
+    ProviderSettings gets the defaults: False)."""
+    return settings_of(provider).third_party_hosts

@@ -20,6 +20,7 @@ Tests touching the network run only inside an isolated namespace (``cloud`` mark
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -195,8 +196,6 @@ class ProviderConformance:
     def test_no_credential_reaches_a_node_or_an_event(
         self, cloud: CloudUnderTest, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
     ) -> None:
-        import logging
-
         caplog.set_level(logging.DEBUG)  # every record, whatever the application configured
         events: list[object] = []
         with self._pool(cloud, events) as pool:

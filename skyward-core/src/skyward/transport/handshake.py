@@ -4,8 +4,8 @@ The client sends HELLO until each agent answers INFO (its versions, its workers'
 endpoints, its own bound endpoint). Where to reach each worker is computed here, from
 the endpoint the client uses for the agent and the agent's own bound endpoint: when the
 client reaches the agent through a port mapping (an SSM tunnel, NAT), the workers keep
-their offset from the agent's port. A replacement used to skip that offset and
-connected to the wrong worker ports (issue 15).
+their offset from the agent's port. First nodes and replacements go through this one
+computation: a path that skipped the offset would reach the wrong worker ports.
 
 A node whose skyward arrives from this client (a checkout: ``skyward.wheels``) answers
 HELLO with ``NEED`` and the sha256 of each wheel until they arrive; ``hello`` sends them

@@ -237,7 +237,7 @@ class Feeder:
         try:
             iterator = self._iterators[slot]
             if iterator is None:
-                iterator = self._iterators[slot] = iter(self._iterables[slot])  # type: ignore[call-overload]
+                iterator = self._iterators[slot] = iter(self._iterables[slot])
                 self._iterables[slot] = ()  # the iterator holds what it needs
             for _ in range(count):
                 try:

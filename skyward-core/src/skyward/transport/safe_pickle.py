@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyward.errors import ConfigurationError
+from skyward.transport.serialize import is_user_module, load_torch_storage
 
 _BUILTIN_TYPES = frozenset(
     {"int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple", "dict", "set", "frozenset",
@@ -129,7 +130,7 @@ def _resolve(module: str, name: str, policy: ResultPolicy) -> Any:
         return _attribute(module, name)
     if full == "torch.storage._load_from_bytes":
         return _torch_storage_weights_only
-    if full == "skyward.transport.safe_pickle.user_class":
+    if full == "skyward.transport.serialize.user_class":
         return lambda module, qualname: _user_class(module, qualname, policy)
     if module == "skyward.errors" or policy.allows(module, name):
         return _attribute(module, name)
@@ -138,8 +139,6 @@ def _resolve(module: str, name: str, policy: ResultPolicy) -> Any:
 
 def _user_type(module: str, name: str) -> Any:
     """A dataclass or exception class of the user's own code, in a module already imported."""
-    from skyward.transport.serialize import is_user_module
-
     if module not in sys.modules or not (is_user_module(module) or module == "__main__"):
         return None
     try:
@@ -158,19 +157,6 @@ def _user_class(module: str, qualname: str, policy: ResultPolicy) -> Any:
     return found
 
 
-def user_class(module: str, qualname: str) -> type:
-    """A class of the user's code named by a worker (see ``serialize.dumps_result``),
-    found in the client's own module (imported if needed: it is the user's code)."""
-    if module not in sys.modules:
-        __import__(module)
-    value: Any = sys.modules[module]
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    if not isinstance(value, type):
-        raise TypeError(f"{module}.{qualname} is not a class")
-    return value
-
-
 def _attribute(module: str, name: str) -> Any:
     if module not in sys.modules:
         __import__(module)  # only for names allowed above
@@ -183,19 +169,7 @@ def _attribute(module: str, name: str) -> Any:
 def _torch_storage_weights_only(data: bytes) -> Any:
     """A tensor's storage, read with torch's own allow-list unpickler (on the CPU where
     this process sees no GPU)."""
-    from skyward.transport.serialize import load_torch_storage
-
     return load_torch_storage(data, weights_only=True)
-
-
-def third_party_hosts(provider: object) -> bool:
-    """Whether the provider's hosts are run by third parties (marketplace clouds), which
-    makes safe mode its default. The one place that decides it: it reads the provider
-    settings' ``third_party_hosts`` class attribute (a config that does not derive from
-    ProviderSettings gets the defaults: False)."""
-    from skyward.providers.settings import settings_of
-
-    return settings_of(provider).third_party_hosts
 
 
 def safe_loads(policy: ResultPolicy) -> Callable[[Sequence[Any]], Any]:

@@ -66,10 +66,23 @@ def dumps_value(obj: object) -> list[Frame]:
 class _ResultPickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no types
     def reducer_override(self, obj: object) -> Any:
         if isinstance(obj, type) and _named_user_class(obj):
-            from skyward.transport.safe_pickle import user_class
-
             return user_class, (obj.__module__, obj.__qualname__)
         return super().reducer_override(obj)
+
+
+def user_class(module: str, qualname: str) -> type:
+    """A class of the user's code named by a worker (see ``dumps_result``), found in the
+    client's own module (imported if needed: it is the user's code). A result names this
+    function by reference to rebuild such a class; ``safe_pickle`` lets it through and
+    checks the class against its policy."""
+    if module not in sys.modules:
+        __import__(module)
+    value: Any = sys.modules[module]
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    if not isinstance(value, type):
+        raise TypeError(f"{module}.{qualname} is not a class")
+    return value
 
 
 def _named_user_class(cls: type) -> bool:
@@ -168,7 +181,7 @@ class _CpuStorageUnpickler(pickle.Unpickler):
 def load_torch_storage(data: bytes, *, weights_only: bool = False) -> Any:
     """A tensor's storage as torch pickles it (``torch.storage._load_from_bytes``): on its
     own device where this process's torch sees a GPU, on the CPU where it sees none."""
-    import torch
+    import torch  # noqa: PLC0415  # heavy and optional: only a result holding a tensor needs it
 
     location = None if torch.cuda.is_available() else "cpu"
     return torch.load(io.BytesIO(data), weights_only=weights_only, map_location=location)
@@ -320,7 +333,7 @@ def _stable(value: object, depth: int, seen: set[int]) -> Any:
         # is identity (modules, classes) or exact value (numbers, strings).
         return ("obj", type(value), value)
     if type(value) is tuple:
-        parts = [_stable(v, depth, seen) for v in value]  # type: ignore[union-attr]
+        parts = [_stable(v, depth, seen) for v in value]
         return None if any(p is None for p in parts) else ("tuple", *parts)
     if isinstance(value, types.FunctionType):
         inner = _fingerprint(value, depth - 1, seen)

@@ -152,7 +152,7 @@ class SocketLoop:
                 if sock is self._wake_pull:
                     self._drain_wake()
                     continue
-                owner = self._by_socket.get(sock)  # type: ignore[call-overload]
+                owner = self._by_socket.get(sock)
                 if isinstance(owner, WorkerLink):
                     self._drain_worker(owner)
                 elif isinstance(owner, NodeLink):

@@ -30,7 +30,9 @@ from email.parser import HeaderParser
 from pathlib import Path
 from urllib.parse import unquote
 
+from skyward.bootstrap import local_source_digest
 from skyward.errors import WheelBuildError
+from skyward.home import skyward_home, uv_path
 
 RECORD = "wheel.json"
 BUILD_CONCURRENCY = 4
@@ -139,8 +141,6 @@ def uv_builder(uv: str) -> Builder:
 
 
 def default_builder() -> Builder:
-    from skyward.providers.local import uv_path
-
     uv = uv_path()
     if uv is None:
         raise WheelBuildError("uv is not installed here, and skyward builds its wheels with it: pip install uv")
@@ -148,8 +148,6 @@ def default_builder() -> Builder:
 
 
 def default_root() -> Path:
-    from skyward.cli.cache import skyward_home
-
     return skyward_home() / "wheels"
 
 
@@ -169,8 +167,6 @@ class WheelCache:
         source = local_source(requirement)
         if source is None:
             raise ValueError(f"{requirement!r} is not a local requirement (name @ file:///path)")
-        from skyward.bootstrap import local_source_digest
-
         name, directory = source
         entry = self.root / entry_name(name, local_source_digest(requirement))
         found = _load(entry, name)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
+from skyward.api.compute import ComputeFunction
 from skyward.errors import ConfigurationError, NotInComputationError
 from skyward.runtime.context import InstanceInfo, instance_info
 
@@ -91,8 +92,6 @@ class DistributedFunction(Generic[P, R]):
 
 def check_target(fn: object, backend: str) -> None:
     """Refuse what ``distributed.<backend>(...)`` cannot wrap, with the fix."""
-    from skyward.api.compute import ComputeFunction
-
     if isinstance(fn, ComputeFunction):
         raise ConfigurationError(
             f"distributed.{backend}(...) was applied on top of @compute; put @compute "
@@ -114,6 +113,16 @@ class DistributedDecorator(Protocol):
     so ``@compute`` on top still types ``fn(x) @ pool`` as ``tuple[R, ...]``."""
 
     def __call__(self, fn: Callable[P, R], /) -> DistributedFunction[P, R]: ...
+
+
+class TorchBackendFactory(Protocol):
+    """``distributed.torch(...)`` and ``distributed.transformers(...)``, which skyward-torch
+    provides. Declared here so ``sky.distributed.torch`` is typed without core importing
+    the plugin; skyward_torch.plugin checks its two functions against it."""
+
+    def __call__(
+        self, backend: Literal["nccl", "gloo"] | None = None, *, timeout: float | None = None
+    ) -> DistributedDecorator: ...
 
 
 def decorator(launcher: Launcher) -> DistributedDecorator:

@@ -40,6 +40,7 @@ from skyward.distributed.backends.frameworks import require
 from skyward.distributed.backends.jax_backend import JAX_PIP, jax_distributed
 from skyward.distributed.backends.tensorflow_backend import TENSORFLOW_PIP, check_timeout, tf_cluster
 from skyward.errors import ConfigurationError, ReplicasDisagreeError
+from skyward.plugins.registry import registry
 from skyward.runtime.context import InstanceInfo
 from skyward.sharding import derive_seed
 
@@ -168,8 +169,6 @@ def check_keras_options(backend: str, timeout: float | None, seed: int | None = 
 
 def _torch_decorator(timeout: float | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``distributed.torch(...)`` from whichever plugin provides it (skyward-torch)."""
-    from skyward.plugins.registry import registry
-
     backend = registry.distributed_backends().get("torch")
     if backend is None:
         raise ConfigurationError(

@@ -25,6 +25,7 @@ from typing import Any
 
 from skyward.distributed.backends.base import DistributedDecorator, decorator
 from skyward.distributed.backends.env import head_endpoint, scoped_environ
+from skyward.distributed.backends.frameworks import require
 from skyward.distributed.backends.rendezvous import Peer, exchange
 from skyward.errors import ConfigurationError, SkywardError
 from skyward.runtime.context import InstanceInfo
@@ -73,9 +74,9 @@ def _tensorflow_joined_a_cluster() -> bool:
     if "tensorflow" not in sys.modules:
         return False
     try:
-        from tensorflow.python.eager import context  # type: ignore[import-not-found]
+        from tensorflow.python.eager import context  # noqa: PLC0415  # heavy, optional
 
-        return context.context()._collective_ops_server_def is not None  # type: ignore[no-any-return]
+        return context.context()._collective_ops_server_def is not None
     except (ImportError, AttributeError):
         return True  # cannot tell: assume it did, which only makes the check stricter
 
@@ -128,8 +129,6 @@ class TensorFlowLauncher:
 
     @contextmanager
     def session(self, info: InstanceInfo) -> Iterator[None]:
-        from skyward.distributed.backends.frameworks import require
-
         # checked before the rendezvous: a node without TensorFlow fails the call at
         # once, naming the package, instead of after its peers have waited for it
         require("tensorflow", backend=self.name, pip=TENSORFLOW_PIP)

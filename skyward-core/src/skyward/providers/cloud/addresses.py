@@ -11,6 +11,9 @@ import ipaddress
 import urllib.request
 
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.settings import parse_client_address
+
+__all__ = ["client_address", "discover_client_address", "firewall_source", "is_loopback", "parse_client_address"]
 
 
 def is_loopback(host: str | None) -> bool:
@@ -25,31 +28,6 @@ def is_loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def parse_client_address(value: object, what: str) -> ipaddress.IPv4Address:
-    """``value`` as one IPv4 host address; a ConfigurationError naming ``what`` otherwise.
-
-    IPv4 only: nodes are reached at their public IPv4 address, so the client's traffic to
-    them leaves from its IPv4 address. Only text is read: ``ipaddress`` would take the
-    integer ``1`` as ``0.0.0.1``.
-    """
-    if not isinstance(value, str):
-        raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
-    try:
-        address = ipaddress.ip_address(value.strip())
-    except ValueError:
-        raise ConfigurationError(f"{what}: {value!r} is not an IP address; give the client's public IPv4 address")
-    if not isinstance(address, ipaddress.IPv4Address):
-        raise ConfigurationError(
-            f"{what}: {value!r} is an IPv6 address; nodes are reached over IPv4, give the client's public IPv4 address"
-        )
-    if address.is_unspecified or address.is_multicast or address.is_reserved or address.is_link_local:
-        raise ConfigurationError(
-            f"{what}: {value!r} cannot be a client address (it would not limit who reaches the agent port); "
-            "give the client's public IPv4 address"
-        )
-    return address
 
 
 def discover_client_address(url: str, timeout: float, provider: str) -> ipaddress.IPv4Address:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from skyward.bootstrap import client_requirements
 from skyward.image import BootstrapContext
 from skyward.wheels.cache import WheelCache, local_source, plan_wheels
 
@@ -12,8 +13,6 @@ def cloud_bootstrap_context(cache: WheelCache | None = None) -> BootstrapContext
     editable install: every developer, CI) cannot be installed from its path on a node,
     so it goes as a wheel built once here (``cache``, by default the user's wheel cache),
     its dependencies from the index; a released version installs from the index."""
-    from skyward.bootstrap import client_requirements
-
     core, pinned = client_requirements()
     requirements = [core, *pinned]
     plan = plan_wheels(requirements, (cache or WheelCache()).wheels(requirements))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from skyward.cli.model import Removal, Resource
+from skyward.events import Notice
 from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
 from skyward.providers.protocol import EventSink
 
@@ -88,8 +89,6 @@ def sweep_with_notices(reap: Callable[[], Iterable[str]], emit: EventSink, error
     """Run a pool-start sweep and show what it did as notices. An API ``error`` while
     sweeping is a notice too, never a failure: the sweep is a safety net for earlier
     pools, not a precondition of this one (``what``: ``"pods"``, ``"instances"``)."""
-    from skyward.events import Notice
-
     try:
         for message in reap():
             emit(Notice(message=message))

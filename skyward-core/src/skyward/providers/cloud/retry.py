@@ -11,8 +11,9 @@ exponential backoff with jitter.
 
 Some failures no retry can fix, and they fail at once: the API's host name does not
 resolve (a typo in ``api_url``, no network or no DNS) or its certificate does not verify.
-Retrying those eight times took 78 s (95 s in the issue) before DigitalOcean reported an
-unreachable API; now 0.2 s (an offline network namespace, measured by opening a pool).
+Retrying those eight times would take 78 s (measured by opening a pool in an offline
+network namespace) before DigitalOcean reported an unreachable API; failing at once takes
+0.2 s.
 """
 
 from __future__ import annotations

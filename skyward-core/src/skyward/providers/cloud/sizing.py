@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from skyward.units import MIB
+
 
 def node_request(spec: Any) -> dict[str, Any]:
     """``select_instance`` keywords for one node of ``spec``: the per-worker cpu and memory
     times the workers it runs, its accelerator and any machine the user named."""
-    from skyward.units import MIB
-
     workers = spec.workers_per_node
     return dict(
         accelerator=spec.accelerator,

@@ -32,14 +32,18 @@ from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
 from skyward.agent.config import node_ports
+from skyward.agent.notices import notices_dir
 from skyward.errors import (
     CapacityError,
     ConfigurationError,
     LaunchTimeoutError,
     ProvisioningError,
+    SkywardError,
     UnavailableError,
 )
+from skyward.events import BootstrapStarting, InstanceLaunching, InstanceProvisioned, Notice
 from skyward.image import BootstrapContext
+from skyward.pricing import check_price_cap, pool_hourly
 from skyward.providers.cloud.addresses import client_address, firewall_source
 from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
 from skyward.providers.cloud.naming import RUN_DIR_PREFIX, expiry
@@ -49,7 +53,7 @@ from skyward.providers.settings import NODE_TTL_MARGIN
 from skyward.spot import Market, NodePlan, SpotAlways, SpotNever, SpotStrategy, plan_markets
 
 if TYPE_CHECKING:
-    from skyward.api.spec import PoolSpec
+    from skyward.providers.spec import PoolSpec
 
 CS = TypeVar("CS", bound=CloudSettings)
 
@@ -245,8 +249,6 @@ class CloudProvider(Provider[CS]):
     def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
         context = self.shared_context()  # builds the checkout's wheels (skyward.wheels) if needed
         if market is Market.SPOT and isinstance(self, InterruptionNotices):
-            from skyward.agent.notices import notices_dir
-
             step = self.notice_watch_step(notices_dir(run_dir, node))
             context = replace(context, extra_steps=(*context.extra_steps, step))
         return context
@@ -275,8 +277,6 @@ class CloudProvider(Provider[CS]):
     # -- the orchestration -------------------------------------------------------------------
 
     def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
-        from skyward.events import Notice
-
         config = self.config
         if config.reap:
             self.reap(spec, emit)
@@ -290,8 +290,6 @@ class CloudProvider(Provider[CS]):
                     "running on-demand"
                 )
             )
-        from skyward.api.failover import check_price_cap, pool_hourly
-
         hourly = pool_hourly([p.market for p in self._plans], offer.price_on_demand, offer.price_spot)
         check_price_cap(spec.max_hourly_cost, hourly, f"{offer.instance_type} in {offer.region}")
         self._offer = offer
@@ -314,8 +312,6 @@ class CloudProvider(Provider[CS]):
         return replace(request, script=self.finish_script(spec, request, self._labels))
 
     def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        from skyward.events import InstanceLaunching
-
         offer = self._offer
         assert offer is not None, "prepare() first"
         emit(InstanceLaunching(count=spec.nodes, instance_type=offer.instance_type, provider=self.name))
@@ -355,8 +351,6 @@ class CloudProvider(Provider[CS]):
     def _create_one(self, spec: PoolSpec, plan: NodePlan, request: NodeRequest, emit: EventSink) -> _Started:
         """One create, as its spot plan says: on a capacity refusal, fall back to
         on-demand (``if-available``) or try again ``retries`` times ``interval`` apart."""
-        from skyward.events import Notice
-
         assert self._labels is not None
         market, tries = plan.market, 0
         while True:
@@ -384,8 +378,6 @@ class CloudProvider(Provider[CS]):
     def _await_running(self, started: Sequence[_Started], emit: EventSink) -> list[NodeHandle]:
         """One describe call per ``poll_interval`` for every node still starting (the
         wait does not grow with the number of nodes)."""
-        from skyward.events import BootstrapStarting, InstanceProvisioned
-
         offer = self._offer
         assert offer is not None
         handles: dict[int, NodeHandle] = {}
@@ -449,8 +441,6 @@ class CloudProvider(Provider[CS]):
         """Delete every instance created (or those of ``only``) and not yet confirmed
         gone, then describe them until they are, TERMINATE_ATTEMPTS rounds; returns what
         still lives, in words."""
-        from skyward.errors import SkywardError
-
         with self._lock:
             pending = [i for i in self._created if i not in self._deleted and (only is None or i in only)]
         problem = ""
@@ -494,8 +484,6 @@ class CloudProvider(Provider[CS]):
     def teardown(self) -> None:
         """Sweep the pool's instances by their label (a create whose answer was lost may
         have made one), then remove the shared infrastructure."""
-        from skyward.errors import SkywardError
-
         failures: list[str] = []
         if self._creating:
             try:

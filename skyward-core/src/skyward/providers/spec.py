@@ -1,0 +1,47 @@
+"""``PoolSpec``: the validated pool request every driver method receives.
+
+It lives with the provider contract, below ``skyward.api``: drivers (core's Local and the
+cloud plugins) read it, and ``skyward.api.spec.build_spec`` makes it from ComputePool's
+parameters, so the value sits in the lower layer and the validation in the upper one.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from skyward.image import Image
+
+if TYPE_CHECKING:
+    from skyward.accelerators.spec import Accelerator
+    from skyward.spot import SpotStrategy
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
+    image: Image
+    nodes: int = 1
+    machine: str | None = None
+    accelerator: Accelerator | None = None
+    cpu: int | None = None
+    memory_mb: int | None = None
+    volumes: tuple[object, ...] = ()
+    spot: SpotStrategy | None = None  # None: the provider's default
+    timeout: float = 3600.0
+    concurrency: int = 1
+    display: str = "log"
+    collect_metrics: bool = True
+    partitions: int = 1
+    max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
+    pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
+
+    @property
+    def workers_per_node(self) -> int:
+        """Worker processes per node: accelerator partitions (MIG) times concurrency."""
+        return self.partitions * self.concurrency
+
+    @property
+    def total_workers(self) -> int:
+        return self.nodes * self.workers_per_node
