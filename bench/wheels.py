@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from skyward.bootstrap import client_requirements
-from skyward.providers.local import uv_path
+from skyward.providers.contexts import uv_path
 from skyward.wheels.cache import WheelCache, local_source
 
 ROUNDS = 5

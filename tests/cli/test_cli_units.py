@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from skyward.cli import cache as envcache
 from skyward.cli.app import make_app, tally
-from skyward.cli.model import (
+from skyward.providers import (
     INSTANCE,
     SECURITY_GROUP,
     CredentialCheck,

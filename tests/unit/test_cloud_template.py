@@ -27,7 +27,7 @@ from skyward.providers.cloud import (
     InstanceState,
     Labels,
     NodeRequest,
-    Offer,
+    ChosenOffer,
     PortMappedCloudProvider,
     SpotCloudProvider,
 )
@@ -123,10 +123,10 @@ class MemoryDriver(CloudProvider[Memory]):
     def client_address(self) -> IPv4Address:
         return IPv4Address("203.0.113.7")
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> Offer:
-        return Offer(instance_type="m1", region="mem-1", price_on_demand=1.0, price_spot=0.3)
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> ChosenOffer:
+        return ChosenOffer(instance_type="m1", region="mem-1", price_on_demand=1.0, price_spot=0.3)
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Any) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: Any) -> None:
         self.infra = True
 
     def delete_infrastructure(self) -> list[str]:
@@ -290,7 +290,7 @@ class ZonedDriver(SpotMemoryDriver):
     def ingress_source(self) -> str:
         return ""
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Any) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: Any) -> None:
         self.seen_labels = labels
 
     def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:

@@ -266,9 +266,9 @@ class ComputePool:
 
     def _bake_if_asked(self) -> None:
         """``Image(bake=True)``: once every agent has answered, a provider that bakes
-        saves node 0's disk when no baked image matched (skyward.baking)."""
-        from skyward.baking import Bakes
+        saves node 0's disk when no baked image matched (skyward.providers.baking)."""
         from skyward.events import Notice
+        from skyward.providers.baking import Bakes
 
         if not self.spec.image.bake or not self._nodes:
             return

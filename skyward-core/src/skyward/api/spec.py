@@ -1,52 +1,21 @@
-"""``PoolSpec``: every ComputePool parameter, validated once, as one frozen value.
+"""``build_spec``: every ComputePool parameter, validated once, as one frozen ``PoolSpec``.
 
-``build_spec`` is pure: it raises ConfigurationError for bad input and touches nothing,
-so a pool that fails validation has provisioned nothing.
+``PoolSpec`` itself is the provider contract's (:mod:`skyward.providers.spec`: every driver
+method receives it); it is importable here too. ``build_spec`` is pure: it raises
+ConfigurationError for bad input and touches nothing, so a pool that fails validation has
+provisioned nothing.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from skyward.errors import ConfigurationError
 from skyward.image import Image
+from skyward.providers.spec import PoolSpec
 
-if TYPE_CHECKING:
-    from skyward.accelerators.spec import Accelerator
-    from skyward.spot import SpotStrategy
-
-
-@dataclass(frozen=True, slots=True)
-class PoolSpec:
-    provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
-    image: Image
-    nodes: int = 1
-    machine: str | None = None
-    accelerator: Accelerator | None = None
-    cpu: int | None = None
-    memory_mb: int | None = None
-    volumes: tuple[object, ...] = ()
-    spot: SpotStrategy | None = None  # None: the provider's default
-    timeout: float = 3600.0
-    concurrency: int = 1
-    display: str = "log"
-    collect_metrics: bool = True
-    partitions: int = 1
-    max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
-    pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
-
-    @property
-    def workers_per_node(self) -> int:
-        """Worker processes per node: accelerator partitions (MIG) times concurrency."""
-        return self.partitions * self.concurrency
-
-    @property
-    def total_workers(self) -> int:
-        return self.nodes * self.workers_per_node
-
+__all__ = ["MAX_CONCURRENCY", "MAX_CPU", "MAX_NODES", "PoolSpec", "build_spec", "price_cap"]
 
 MAX_NODES = 1000
 """Nodes in one pool. Cloud accounts' instance quotas stop far below; past this a value

@@ -1,7 +1,7 @@
 """The ``skyward`` command (Typer): ``ls``, ``down``, ``offers``, ``doctor``, ``cache``.
 
 The provider-specific parts come from each installed plugin through the
-``skyward_provider_tools`` hook (see :mod:`skyward.cli.model`), so a third-party
+``skyward_provider_tools`` hook (see :mod:`skyward.providers.resources`), so a third-party
 provider's resources show up here as AWS's do. :func:`make_app` takes its seams (the
 tools, a configuration per provider, the clock) as arguments: ``main`` uses the
 installed plugins, each provider's defaults and the environment.
@@ -24,7 +24,8 @@ from rich.console import Console
 
 from skyward.cli import cache as envcache
 from skyward.cli import render
-from skyward.cli.model import (
+from skyward.errors import ConfigurationError, SkywardError
+from skyward.providers.resources import (
     AddressSource,
     CredentialCheck,
     ProviderTools,
@@ -32,7 +33,6 @@ from skyward.cli.model import (
     Resource,
     ResourceSession,
 )
-from skyward.errors import ConfigurationError, SkywardError
 
 BAD_INPUT = 2
 LEFT_BEHIND = 1

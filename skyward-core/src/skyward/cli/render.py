@@ -8,8 +8,9 @@ from typing import Any
 from rich.table import Table
 
 from skyward.cli.cache import CachedEnvironment
-from skyward.cli.model import Offer, Removal, Resource
 from skyward.display.formatting import duration, money, rate
+from skyward.providers.offers import Offer
+from skyward.providers.resources import Removal, Resource
 
 
 def _maybe_money(value: float | None) -> str:

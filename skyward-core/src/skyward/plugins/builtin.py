@@ -7,13 +7,17 @@ would.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from skyward.plugins.contributions import ProviderPlugin
 from skyward.plugins.hookspecs import hookimpl
 
+if TYPE_CHECKING:  # the config class, for the record's type; the hook imports it when called
+    from skyward.providers.local import Local
+
 
 @hookimpl
-def skyward_providers() -> Sequence[ProviderPlugin]:
+def skyward_providers() -> Sequence[ProviderPlugin[Local]]:
     from skyward.providers.local import Local, LocalDriver
 
     return [ProviderPlugin(name="local", config_type=Local, create_driver=LocalDriver)]

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -22,11 +21,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from skyward.agent.config import READY_MARKER, STEP_MARKER
-from skyward.api.spec import PoolSpec
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import BootstrapContext
+from skyward.providers.contexts import local_bootstrap_context
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import ProviderSettings
+from skyward.providers.spec import PoolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,35 +82,6 @@ class _LocalNode:
     log_path: Path
     endpoint: str | None = None
     failed: str | None = None
-
-
-def uv_path() -> str | None:
-    """This client's uv: beside its interpreter, the uv package's, or on PATH (None: none)."""
-    candidate = Path(sys.executable).parent / "uv"
-    if candidate.exists():
-        return str(candidate)
-    try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
-    except Exception:
-        return shutil.which("uv")
-
-
-def local_bootstrap_context() -> BootstrapContext:
-    """The context of a node that runs on this machine: this interpreter's Python and uv,
-    the same skyward and plugins (public: a provider whose nodes are local processes, like
-    tests/plugin_example, uses it too)."""
-    from skyward.bootstrap import client_requirements
-
-    core, pinned = client_requirements()
-    return BootstrapContext(
-        local=True,
-        python_executable=sys.executable,
-        skyward_requirement=core,
-        pinned=tuple(pinned),
-        uv=uv_path(),
-    )
 
 
 class LocalDriver(Provider[Local]):

@@ -139,7 +139,7 @@ def uv_builder(uv: str) -> Builder:
 
 
 def default_builder() -> Builder:
-    from skyward.providers.local import uv_path
+    from skyward.providers.contexts import uv_path
 
     uv = uv_path()
     if uv is None:

@@ -32,7 +32,7 @@ from skyward.providers.protocol import EventSink
 from skyward.spot import SpotNever, SpotStrategy
 
 if TYPE_CHECKING:
-    from skyward.api.spec import PoolSpec
+    from skyward.providers.spec import PoolSpec
 
 
 class MarketplaceProvider(SpotCloudProvider[CS], PortMappedCloudProvider[CS]):

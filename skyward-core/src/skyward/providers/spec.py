@@ -1,0 +1,48 @@
+"""``PoolSpec``: the validated pool request every driver method receives.
+
+``skyward.api.spec.build_spec`` makes it from the ComputePool parameters (checked once,
+before anything is provisioned); a driver only reads it. It is not ``sky.Spec``: that is
+the user's description of one *candidate* of a pool (a provider config, an accelerator,
+nodes: see ``ComputePool(provider=[sky.Spec(...), ...])``), and a pool with several
+candidates gives each driver the ``PoolSpec`` of the candidate it launches.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+from skyward.accelerators.spec import Accelerator
+from skyward.image import Image
+from skyward.spot import SpotStrategy
+
+__all__ = ["PoolSpec"]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
+    image: Image
+    nodes: int = 1
+    machine: str | None = None
+    accelerator: Accelerator | None = None
+    cpu: int | None = None
+    memory_mb: int | None = None
+    volumes: tuple[object, ...] = ()
+    spot: SpotStrategy | None = None  # None: the provider's default
+    timeout: float = 3600.0
+    concurrency: int = 1
+    display: str = "log"
+    collect_metrics: bool = True
+    partitions: int = 1
+    max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
+    pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
+
+    @property
+    def workers_per_node(self) -> int:
+        """Worker processes per node: accelerator partitions (MIG) times concurrency."""
+        return self.partitions * self.concurrency
+
+    @property
+    def total_workers(self) -> int:
+        return self.nodes * self.workers_per_node
