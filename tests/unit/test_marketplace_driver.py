@@ -11,7 +11,7 @@ from typing import Any
 from skyward.api.spec import build_spec
 from skyward.events import Notice
 from skyward.providers import PoolSpec
-from skyward.providers.cloud import CloudSettings, InstanceState, ChosenOffer
+from skyward.providers.cloud import ChosenOffer, CloudSettings, InstanceState
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import pool_label
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider

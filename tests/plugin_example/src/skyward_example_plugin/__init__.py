@@ -80,6 +80,7 @@ class ProcessCloud:
         self._subnet = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}"  # a /24 of its own
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._labels: dict[str, dict[str, str]] = {}
+        self.pools: set[str] = set()  # every pool id an instance was labelled with
 
     def create(self, name: str, script: str, labels: Mapping[str, str]) -> str:
         with self._lock:
@@ -104,6 +105,7 @@ class ProcessCloud:
         with self._lock:
             self._processes[instance_id] = process
             self._labels[instance_id] = {**labels, "ip": ip}
+            self.pools.add(labels.get("pool", ""))
         return instance_id
 
     def describe(self, instance_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
