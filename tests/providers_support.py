@@ -165,7 +165,7 @@ def fail_cloud_test_outside_isolation(item: pytest.Item, folder: str) -> None:
     if problem is not None:
         pytest.fail(
             f"cloud test outside an isolated network namespace: {problem}. Run it with: unshare --net -- sh -c "
-            f"'ip link set lo up && SKYWARD_TEST_NETNS=1 .venv/bin/python -m pytest tests/{folder} -m cloud', "
+            f"'ip link set lo up && exec .venv/bin/python -m pytest tests/{folder} -m cloud', "
             "or python3 tasks.py test",
             pytrace=False,
         )

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from skyward.cli import cache as envcache
+from skyward.cli import render
 from skyward.cli.app import make_app, tally
-from skyward.cli.model import (
+from skyward.providers import (
     INSTANCE,
     SECURITY_GROUP,
     CredentialCheck,
@@ -234,6 +235,15 @@ def test_nothing_unexpired_unmarked_or_of_the_own_pool_is_ever_doomed(
 def test_an_idle_machine_goes_before_its_expiry_but_its_pools_group_waits() -> None:
     resources = [res(INSTANCE, "i-off", "sky-a", NOW + 100, idle=True), res(SECURITY_GROUP, "sg-a", "sky-a", NOW + 100)]
     assert [r.id for r in doomed_resources(resources, NOW)] == ["i-off"]
+
+
+@pytest.mark.parametrize(
+    ("price", "shown"),
+    [(0.5, "off (idle, billing)"), (0.0, "off (idle)"), (None, "off (idle, price unknown)")],
+)
+def test_an_idle_machine_says_billing_only_when_it_has_a_price(price: float | None, shown: str) -> None:
+    assert render.state_text(res(INSTANCE, "i-off", "sky-a", None, idle=True, state="off", price=price)) == shown
+    assert render.state_text(res(INSTANCE, "i-on", "sky-a", None, state="running", price=price)) == "running"
 
 
 def test_tally_counts_removed_and_left_per_provider() -> None:

@@ -14,8 +14,8 @@ from bake_support import ENVIRONMENT_STEPS, fresh_image, start_pool
 from typer.testing import CliRunner
 
 import skyward
-from skyward.baking import LABEL_BASE, LABEL_ENV_KEY, LABEL_IMAGE_HASH, LABEL_VERSION
 from skyward.events import Notice
+from skyward.providers.baking import LABEL_BASE, LABEL_ENV_KEY, LABEL_IMAGE_HASH, LABEL_VERSION
 from skyward_aws.infra import TAG_MANAGED, TAG_POOL
 
 pytestmark = pytest.mark.cloud
@@ -83,8 +83,8 @@ def test_a_baked_ami_of_another_skyward_version_is_never_used(aws: AwsWorld, emu
 
 
 def test_skyward_ls_lists_baked_amis_and_only_down_baked_deletes_them_with_their_snapshots(aws: AwsWorld) -> None:
-    from skyward.baking import BakeKey
     from skyward.cli.app import make_app
+    from skyward.providers.baking import BakeKey
     from skyward_aws.baking import _snapshots, create_baked
 
     reservation = aws.ec2.run_instances(ImageId=aws.images[0].image_id, InstanceType="t3.micro", MinCount=1, MaxCount=1)

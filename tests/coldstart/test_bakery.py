@@ -1,4 +1,4 @@
-"""The bake flow every provider shares (skyward.baking.Bakery), over an in-memory
+"""The bake flow every provider shares (skyward.providers.baking.Bakery), over an in-memory
 BakeStore: which image a pool starts from, when it bakes, and that baking never fails
 the pool."""
 
@@ -11,9 +11,9 @@ import pytest
 from providers_support import make_spec
 
 import skyward
-from skyward.baking import BakedImage, BakeKey, Bakery, BakeStore, bake_key
 from skyward.events import Notice
 from skyward.image import BootstrapContext
+from skyward.providers.baking import BakedImage, BakeKey, Bakery, BakeStore, bake_key
 from skyward.providers.protocol import NodeHandle
 
 IMAGE = skyward.Image(pip=["six"], bake=True)

@@ -1,4 +1,4 @@
-"""Which baked image a pool may start from (skyward.baking, pure)."""
+"""Which baked image a pool may start from (skyward.providers.baking, pure)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skyward import Image
-from skyward.baking import BakedImage, BakeKey, bake_key, being_baked, choose_baked
 from skyward.errors import ConfigurationError
 from skyward.image import BootstrapContext
+from skyward.providers.baking import BakedImage, BakeKey, bake_key, being_baked, choose_baked
 
 WANT = BakeKey("abc123abc123", "abc123abc123-0011aabb", "1.2.0", "ami-base")
 

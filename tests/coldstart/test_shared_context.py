@@ -12,7 +12,15 @@ from typing import Any
 from skyward.api.spec import build_spec
 from skyward.image import BootstrapContext
 from skyward.providers import PoolSpec
-from skyward.providers.cloud import CloudProvider, CloudSettings, Instance, InstanceState, Labels, NodeRequest, Offer
+from skyward.providers.cloud import (
+    ChosenOffer,
+    CloudProvider,
+    CloudSettings,
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+)
 from skyward.spot import NodePlan
 
 REQUIREMENT = "skyward-core==9.9.9"
@@ -43,8 +51,8 @@ class CountingDriver(CloudProvider[Counted]):
     def client_address(self) -> IPv4Address:
         return IPv4Address("203.0.113.7")
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> Offer:
-        return Offer(instance_type="m1", region="counted-1", price_on_demand=1.0)
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> ChosenOffer:
+        return ChosenOffer(instance_type="m1", region="counted-1", price_on_demand=1.0)
 
     def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
         with self._mutex:

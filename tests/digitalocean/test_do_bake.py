@@ -12,8 +12,8 @@ from do_support import DropletWorld
 from fakes.digitalocean import FakeDigitalOcean
 
 import skyward
-from skyward.baking import LABEL_BASE, LABEL_ENV_KEY, LABEL_IMAGE_HASH, LABEL_VERSION
 from skyward.events import Notice
+from skyward.providers.baking import LABEL_BASE, LABEL_ENV_KEY, LABEL_IMAGE_HASH, LABEL_VERSION
 from skyward_digitalocean import DigitalOcean
 from skyward_digitalocean.baking import encode_value, labels_of
 
@@ -105,8 +105,8 @@ def test_skyward_ls_lists_baked_snapshots_and_only_down_baked_deletes_them(
 
     from typer.testing import CliRunner
 
-    from skyward.baking import HOURS_PER_MONTH, BakeKey
     from skyward.cli.app import make_app
+    from skyward.providers.baking import HOURS_PER_MONTH, BakeKey
     from skyward_digitalocean.baking import SNAPSHOT_PRICE_GB_MONTH, DropletSnapshots
     from skyward_digitalocean.driver import DigitalOceanDriver
 
@@ -148,7 +148,7 @@ def test_skyward_ls_lists_baked_snapshots_and_only_down_baked_deletes_them(
 def test_a_droplet_another_pool_is_baking_means_no_second_snapshot(
     droplets: DropletWorld, do_config: DigitalOcean
 ) -> None:
-    from skyward.baking import bake_key
+    from skyward.providers.baking import bake_key
     from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
     from skyward_digitalocean.baking import baked_tag, label_tags
 

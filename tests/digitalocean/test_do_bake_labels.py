@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skyward.baking import BakeKey
+from skyward.providers.baking import BakeKey
 from skyward_digitalocean.baking import decode_value, encode_value, label_tags, labels_of
 
 DO_TAG = re.compile(r"^[A-Za-z0-9_\-:]{1,255}$")  # DigitalOcean's rule for a tag name

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 import skyward as sky
-from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
 from skyward.errors import ConfigurationError
+from skyward.providers import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
 
 
 @dataclass

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.metadata
+from pathlib import Path
 
 import pytest
 
 import skyward as sky
 from skyward.errors import ProvisioningError
+from skyward.providers.cloud.naming import RUN_DIR_PREFIX
 
 
 @sky.compute
@@ -37,6 +39,9 @@ def test_a_third_party_provider_runs_computations() -> None:
         assert (double(21) >> pool) == 42
         assert (double(1) @ pool) == (2, 2)
         assert (tagged() >> pool) == "blue"
+        run_dir = Path(f"{RUN_DIR_PREFIX}{pool.spec.pool_id}")
+        assert run_dir.is_dir()  # its nodes' agents made it on this machine, which outlives them
+    assert not run_dir.exists()  # and the template removed it with the nodes
 
 
 def test_a_provider_failing_to_launch_leaves_nothing() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skyward.cli.model import FIREWALL, INSTANCE, Removal, Resource
+from skyward.providers import FIREWALL, INSTANCE, Removal, Resource
 from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals
 
 

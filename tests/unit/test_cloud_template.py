@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,22 +17,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skyward.api.spec import build_spec
-from skyward.errors import ProvisioningError
+from skyward.errors import LaunchTimeoutError, ProvisioningError
 from skyward.events import BootstrapStarting, InstanceProvisioned, Notice
 from skyward.image import BootstrapContext
 from skyward.providers import PoolSpec
 from skyward.providers.cloud import (
+    ChosenOffer,
     CloudProvider,
     CloudSettings,
     Instance,
     InstanceState,
     Labels,
     NodeRequest,
-    Offer,
     PortMappedCloudProvider,
     SpotCloudProvider,
 )
-from skyward.providers.protocol import PortMapping
+from skyward.providers.cloud.startup import CONSOLE_TAIL_LINES, remove_local_run_dirs
+from skyward.providers.protocol import ConsoleOutput, PortMapping
 from skyward.spot import Market, NodePlan, Spot
 
 
@@ -130,10 +132,10 @@ class MemoryDriver(CloudProvider[Memory]):
     def client_address(self) -> IPv4Address:
         return IPv4Address("203.0.113.7")
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> Offer:
-        return Offer(instance_type="m1", region="mem-1", price_on_demand=1.0, price_spot=0.3)
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> ChosenOffer:
+        return ChosenOffer(instance_type="m1", region="mem-1", price_on_demand=1.0, price_spot=0.3)
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Any) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: Any) -> None:
         self.infra = True
 
     def delete_infrastructure(self) -> list[str]:
@@ -295,7 +297,7 @@ class ZonedDriver(SpotMemoryDriver):
     def ingress_source(self) -> str:
         return ""
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Any) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: Any) -> None:
         self.seen_labels = labels
 
     def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
@@ -312,3 +314,116 @@ def test_an_instances_own_spot_price_and_details_reach_its_handle_and_event() ->
     assert provisioned.price_spot == 0.25
     assert driver.seen_labels.client_cidr == ""  # nothing admitted from outside; no address asked
     assert handle.price_on_demand == 1.0
+
+
+# -- when a node does not start, and the run directory ------------------------------------
+
+
+class StuckAPI(MemoryAPI):
+    """Every instance is described as ``state`` (and without an address unless ``ip``)."""
+
+    def __init__(self, state: InstanceState, ip: str | None = None) -> None:
+        super().__init__()
+        self.state, self.ip = state, ip
+
+    def describe(self, ids: Sequence[str]) -> dict[str, Instance]:
+        found = super().describe(ids)
+        return {i: replace(found[i], state=self.state, ip=self.ip, status=self.state.value) for i in found}
+
+
+class TickingDriver(MemoryDriver):
+    """A MemoryDriver whose clock moves one second a reading, so provision_timeout=5
+    passes after a few polls without waiting."""
+
+    def __init__(self, api: MemoryAPI) -> None:
+        ticks = iter(range(10**6))
+        CloudProvider.__init__(
+            self,
+            Memory(poll_interval=0.01, provision_timeout=5.0),
+            clock=lambda: float(next(ticks)),
+            sleep=lambda s: None,
+        )
+        self.api = api
+        self.infra = False
+
+
+class ConsoleDriver(TickingDriver):
+    """With the ConsoleOutput ability: each instance printed 40 numbered lines."""
+
+    def __init__(self, api: MemoryAPI, broken: bool = False) -> None:
+        super().__init__(api)
+        self.broken = broken
+
+    def console_output(self, instance_id: str) -> str:
+        if self.broken:
+            raise ProvisioningError("the console API said 500")
+        return "".join(f"{instance_id} line {n}\n" for n in range(1, 41))
+
+
+def test_an_instance_running_without_an_address_is_named_a_driver_bug_not_a_slow_start() -> None:
+    driver = TickingDriver(StuckAPI(InstanceState.RUNNING))
+    with pytest.raises(LaunchTimeoutError) as raised:
+        _launch(driver, _spec(1), [])
+    message = str(raised.value)
+    assert "i-1" in message and "TickingDriver.describe reports no address" in message, message
+    assert "raise Memory(provision_timeout" not in message
+    assert driver.api.alive() == []  # deleted before the error left
+
+
+def test_a_node_that_stops_while_starting_carries_the_tail_of_its_console() -> None:
+    assert isinstance(ConsoleDriver(MemoryAPI()), ConsoleOutput)
+    with pytest.raises(ProvisioningError) as raised:
+        _launch(ConsoleDriver(StuckAPI(InstanceState.STOPPED)), _spec(1), [])
+    message = str(raised.value)
+    assert "is 'stopped' instead of starting" in message
+    assert "i-1 line 40" in message and f"i-1 line {40 - CONSOLE_TAIL_LINES + 1}\n" in message
+    assert f"i-1 line {40 - CONSOLE_TAIL_LINES}\n" not in message  # only the tail
+
+
+def test_nodes_that_never_run_carry_their_consoles_and_an_unreadable_one_hides_nothing() -> None:
+    with pytest.raises(LaunchTimeoutError) as raised:
+        _launch(ConsoleDriver(StuckAPI(InstanceState.PENDING)), _spec(2), [])
+    assert "i-1 line 40" in str(raised.value) and "i-2 line 40" in str(raised.value)
+    with pytest.raises(ProvisioningError) as unreadable:
+        _launch(ConsoleDriver(StuckAPI(InstanceState.GONE), broken=True), _spec(1), [])
+    assert "disappeared while it was starting" in str(unreadable.value)
+    assert "could not be read: the console API said 500" in str(unreadable.value)
+    assert not isinstance(MemoryDriver(MemoryAPI()), ConsoleOutput)  # an ability, not a default
+
+
+class LocalRunDirDriver(MemoryDriver):
+    """Nodes on this machine: each run directory is under ``root`` (the agent makes it)."""
+
+    def __init__(self, api: MemoryAPI, root: Path, name: str | None = None) -> None:
+        super().__init__(api)
+        self.root, self.fixed_name = root, name
+
+    def run_dir(self, spec: PoolSpec, node: int) -> str:
+        path = self.root / (self.fixed_name or f"skyward-{spec.pool_id}")
+        path.mkdir(exist_ok=True)  # what the node's agent does
+        (path / f"node-{node}-control.sock").touch()
+        return str(path)
+
+
+def test_teardown_removes_the_pools_run_directory_left_on_this_machine(tmp_path: Path) -> None:
+    driver, spec = LocalRunDirDriver(MemoryAPI(), tmp_path), _spec(2)
+    handles = _launch(driver, spec, [])
+    run_dir = tmp_path / f"skyward-{spec.pool_id}"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["node-0-control.sock", "node-1-control.sock"]
+    driver.terminate(handles)
+    driver.teardown()
+    assert not run_dir.exists()
+
+
+def test_teardown_leaves_a_run_directory_not_named_after_the_pool(tmp_path: Path) -> None:
+    driver, spec = LocalRunDirDriver(MemoryAPI(), tmp_path, name="shared-run"), _spec(1)
+    driver.terminate(_launch(driver, spec, []))
+    driver.teardown()
+    assert (tmp_path / "shared-run" / "node-0-control.sock").exists()  # maybe another pool's too
+
+
+def test_the_default_run_directory_of_a_remote_node_is_not_looked_for_here() -> None:
+    driver, spec = MemoryDriver(MemoryAPI()), _spec(1)
+    driver.terminate(_launch(driver, spec, []))
+    assert remove_local_run_dirs([driver.run_dir(spec, 0)], spec.pool_id) == []  # absent here: nothing to do
+    driver.teardown()

@@ -11,7 +11,7 @@ from typing import Any
 from skyward.api.spec import build_spec
 from skyward.events import Notice
 from skyward.providers import PoolSpec
-from skyward.providers.cloud import CloudSettings, InstanceState, Offer
+from skyward.providers.cloud import ChosenOffer, CloudSettings, InstanceState
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import pool_label
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
@@ -65,8 +65,8 @@ class ShelfDriver(MarketplaceProvider[Shelf]):
     def client_address(self) -> IPv4Address:
         return IPv4Address("203.0.113.7")
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> Offer:
-        return Offer(instance_type="box", region="shelf", price_on_demand=1.0)
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> ChosenOffer:
+        return ChosenOffer(instance_type="box", region="shelf", price_on_demand=1.0)
 
 
 def _spec() -> PoolSpec:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skyward.baking import LABEL_BAKED, LABEL_BAKED_FROM, BakedImage, BakeKey
+from skyward.providers import LABEL_BAKED, LABEL_BAKED_FROM, BakedImage, BakeKey
 from skyward_aws.infra import TAG_MANAGED
 
 SNAPSHOT_PRICE_GB_MONTH = 0.05

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.settings import CloudSettings
+from skyward.providers.cloud import CloudSettings
 
 if TYPE_CHECKING:
     from skyward_aws.endpoints import EndpointResolver

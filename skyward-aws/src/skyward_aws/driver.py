@@ -22,13 +22,23 @@ from typing import Any
 
 import structlog
 
-from skyward.api.spec import PoolSpec
-from skyward.baking import BakedImage, Bakery
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, SkywardError
-from skyward.image import BootstrapContext
-from skyward.providers.cloud import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
-from skyward.providers.protocol import EventSink, NodeHandle
-from skyward.spot import Market, NodePlan, SpotAlways, SpotStrategy, min_spot_nodes, normalize_spot, wants_spot
+from skyward.providers import (
+    BakedImage,
+    Bakery,
+    BootstrapContext,
+    EventSink,
+    Market,
+    NodeHandle,
+    NodePlan,
+    PoolSpec,
+    SpotAlways,
+    SpotStrategy,
+    min_spot_nodes,
+    normalize_spot,
+    wants_spot,
+)
+from skyward.providers.cloud import ChosenOffer, Instance, InstanceState, Labels, NodeRequest, SpotCloudProvider
 from skyward_aws import ami, baking, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
@@ -108,7 +118,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
         self._session = session
         self._discover_ip = discover_ip
         self._clients: Clients | None = None
-        self.offer: offers.Offer | None = None
+        self.offer: offers.Ec2Offer | None = None
         self.image: ami.ResolvedImage | None = None
         self.network: infra.Network | None = None
         self.group_id: str | None = None
@@ -194,10 +204,9 @@ class AWSDriver(SpotCloudProvider[AWS]):
             needs_spot=min_spot_nodes(self.strategy(spec), spec.nodes) > 0,
         )
 
-    def plan(self, spec: PoolSpec, emit: EventSink) -> offers.Offer:
+    def plan(self, spec: PoolSpec, emit: EventSink) -> offers.Ec2Offer:
         """The instance type, its zones and prices, and the machine image (read-only calls)."""
-        from skyward.accelerators import current_catalog
-        from skyward.events import Notice
+        from skyward.providers import Notice, current_catalog
 
         ec2 = self.clients.ec2
         self.network = infra.find_network(ec2, self.config.subnet_ids)
@@ -259,9 +268,9 @@ class AWSDriver(SpotCloudProvider[AWS]):
         the template's cloud context with AWS's NODE_HOME."""
         return replace(self.shared_context(), home=NODE_HOME)
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         chosen = self.plan(spec, emit)
-        return Offer(
+        return ChosenOffer(
             instance_type=chosen.name,
             region=self.config.region,
             price_on_demand=chosen.instance.on_demand_price,
@@ -281,7 +290,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
             return self._discover_ip()
         return discover_public_ip(config.address_url, config.api_timeout)
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: EventSink) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: EventSink) -> None:
         """The pool's security group (the node ports from ``labels.client_cidr`` only, all
         traffic between the pool's nodes) and, when S3 volumes or SSM need one, its IAM role."""
         assert self.network is not None

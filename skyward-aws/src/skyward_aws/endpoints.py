@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers import DEFAULT_AGENT_PORT
 
 SESSION_MANAGER_PLUGIN = "session-manager-plugin"
 PLUGIN_DOCS = (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from skyward.accelerators import Accelerator, Catalog, CatalogEntry
 from skyward.errors import ConfigurationError
+from skyward.providers import Accelerator, Catalog, CatalogEntry
 
 # catalog model -> EC2 families that carry it, cheapest-generation first
 ACCELERATOR_FAMILIES: Mapping[str, tuple[str, ...]] = {

@@ -31,7 +31,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from skyward.agent.notices import NoticeKind  # stdlib-only module, as this one must be
+from skyward.providers import NoticeKind
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 ENDPOINT_ENV = "AWS_EC2_METADATA_SERVICE_ENDPOINT"

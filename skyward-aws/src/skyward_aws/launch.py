@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.errors import CapacityError, ProvisioningError, QuotaError
-from skyward.spot import Market
+from skyward.providers import Market
 
 
 class Refusal(enum.Enum):

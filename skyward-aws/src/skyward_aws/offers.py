@@ -13,9 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from skyward.accelerators import Accelerator, Catalog
 from skyward.errors import ConfigurationError
-from skyward.instances import InstanceType, select_instance
+from skyward.providers import Accelerator, Catalog, InstanceType, select_instance
 from skyward_aws import families
 from skyward_aws.pricing import PriceCatalog
 
@@ -23,8 +22,10 @@ SPOT_PRODUCTS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
 
 
 @dataclass(frozen=True, slots=True)
-class Offer:
-    """One EC2 instance type in one region, as the pool may launch it."""
+class Ec2Offer:
+    """One EC2 instance type in one region, as the pool may launch it (its zones,
+    architecture, spot support). The driver's ``choose_offer`` turns the chosen one into
+    the template's ``ChosenOffer``; ``skyward offers`` lists them as ``Offer`` rows."""
 
     instance: InstanceType
     architecture: str  # "x86_64" or "arm64"
@@ -65,8 +66,8 @@ def offer_from_description(
     zones: Sequence[str],
     prices: PriceCatalog,
     catalog: Catalog,
-) -> Offer | None:
-    """An :class:`Offer` from one ``describe_instance_types`` item; ``None`` when its
+) -> Ec2Offer | None:
+    """An :class:`Ec2Offer` from one ``describe_instance_types`` item; ``None`` when its
     accelerator is not in the catalog (an M60 on g3, say), so it cannot be requested."""
     name = str(description["InstanceType"])
     vcpus = int(description["VCpuInfo"]["DefaultVCpus"])
@@ -98,7 +99,7 @@ def offer_from_description(
     )
     if price is None:
         note = f"no on-demand price for {name} in skyward-aws's price catalog: cost estimates show $0 for it"
-    return Offer(
+    return Ec2Offer(
         instance=instance,
         architecture=architecture,
         zones=tuple(zones),
@@ -157,7 +158,7 @@ def fetch_offers(
     usable_zones: Sequence[str],
     prices: PriceCatalog,
     catalog: Catalog,
-) -> list[Offer]:
+) -> list[Ec2Offer]:
     """Every candidate for ``request``, restricted to zones where the pool has a subnet."""
     descriptions = describe_types(ec2, request)
     zones = offered_zones(ec2, (d["InstanceType"] for d in descriptions))
@@ -171,7 +172,7 @@ def fetch_offers(
     return offers
 
 
-def choose(offers: Sequence[Offer], request: Request, catalog: Catalog) -> Offer:
+def choose(offers: Sequence[Ec2Offer], request: Request, catalog: Catalog) -> Ec2Offer:
     """The smallest offer that satisfies ``request`` (the core's ``select_instance``).
 
     Types without a known price are left out of an automatic choice (a named ``machine``
@@ -193,7 +194,7 @@ def choose(offers: Sequence[Offer], request: Request, catalog: Catalog) -> Offer
     cpu, memory = request.cpu, request.memory
     if request.accelerator is None and request.machine is None and cpu is None and memory is None:
         cpu, memory = families.DEFAULT_MIN_VCPUS, families.DEFAULT_MIN_MEMORY
-    by_name: dict[tuple[str, str], Offer] = {(o.name, o.instance.region): o for o in pool}
+    by_name: dict[tuple[str, str], Ec2Offer] = {(o.name, o.instance.region): o for o in pool}
     chosen = select_instance(
         [o.instance for o in pool],
         accelerator=request.accelerator,
@@ -223,7 +224,7 @@ def latest_spot_prices(ec2: Any, instance_type: str, zones: Sequence[str]) -> di
     return {zone: price for zone, (_, price) in latest.items()}
 
 
-def with_spot_price(offer: Offer, prices: Mapping[str, float]) -> Offer:
+def with_spot_price(offer: Ec2Offer, prices: Mapping[str, float]) -> Ec2Offer:
     """The offer with its spot price: the cheapest zone's."""
     if not prices:
         return offer

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from skyward.cli.model import ProviderTools
-from skyward.plugins.contributions import ProviderPlugin, VolumePlugin
-from skyward.plugins.hookspecs import hookimpl
+from skyward.providers import ProviderPlugin, ProviderTools, VolumePlugin, hookimpl
+
+if TYPE_CHECKING:  # the config class, for the record's type; the hooks import it when called
+    from skyward_aws.config import AWS
+    from skyward_aws.volumes import S3Volume
 
 
 @hookimpl
-def skyward_providers() -> Sequence[ProviderPlugin]:
+def skyward_providers() -> Sequence[ProviderPlugin[AWS]]:
     from skyward_aws.config import AWS
     from skyward_aws.driver import AWSDriver
 
@@ -18,10 +21,10 @@ def skyward_providers() -> Sequence[ProviderPlugin]:
 
 
 @hookimpl
-def skyward_volumes() -> Sequence[VolumePlugin]:
+def skyward_volumes() -> Sequence[VolumePlugin[S3Volume]]:
     from skyward_aws.volumes import S3Volume, mount_script
 
-    return [VolumePlugin(name="s3", volume_type=S3Volume, mount_script=mount_script)]  # type: ignore[arg-type]
+    return [VolumePlugin(name="s3", volume_type=S3Volume, mount_script=mount_script)]
 
 
 @hookimpl

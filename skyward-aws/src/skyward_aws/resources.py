@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.baking import BAKED_IMAGE
-from skyward.cli.model import (
+from skyward.providers import (
+    BAKED_IMAGE,
     INSTANCE,
     INSTANCE_PROFILE,
     KEY_PAIR,
@@ -215,7 +215,7 @@ IAM_KINDS = frozenset({INSTANCE_PROFILE, ROLE})
 def list_baked_images(ec2: Any, region: str) -> list[Resource]:
     """Baked AMIs (``Image(bake=True)``), under the pool id ``baked``: no expiry, priced
     by their snapshot's size (skyward_aws.baking)."""
-    from skyward.baking import baked_resource
+    from skyward.providers import baked_resource
     from skyward_aws.baking import SNAPSHOT_PRICE_GB_MONTH, list_baked
 
     return [baked_resource(PROVIDER, region, image, SNAPSHOT_PRICE_GB_MONTH) for image in list_baked(ec2)]
@@ -420,6 +420,6 @@ def sweep_expired(
 def sweep_at_start(clients: Clients, region: str, own_pool: str, emit: Callable[[Any], None]) -> list[Removal]:
     """:func:`sweep_expired` as the driver's ``prepare`` calls it: now, with each line a
     ``Notice`` event."""
-    from skyward.events import Notice
+    from skyward.providers import Notice
 
     return sweep_expired(clients, region, time.time(), own_pool, lambda m: emit(Notice(message=m)))

@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
 from skyward.errors import ConfigurationError
+from skyward.providers import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
 from skyward_aws import resources
 from skyward_aws.config import AWS
 from skyward_aws.session import NO_CREDENTIALS, Clients, explain, make_clients, new_session
@@ -17,7 +17,7 @@ SPOT_BATCH = 50  # instance types per DescribeSpotPriceHistory call
 
 def cheapest_spot_prices(ec2: Any, offers: Sequence[Any]) -> dict[str, float]:
     """Instance type -> its cheapest current spot price over the zones it is offered in
-    (``offers`` are ``skyward_aws.offers.Offer``), in one paginated call per 50 types
+    (``offers`` are ``skyward_aws.offers.Ec2Offer``), in one paginated call per 50 types
     rather than one per type: a CPU query fits hundreds of types."""
     import datetime
 
@@ -108,8 +108,7 @@ class AwsSession:
     def offers(self, query: OfferQuery) -> list[Offer]:
         import dataclasses
 
-        from skyward.accelerators import current_catalog, parse_accelerator
-        from skyward.cli.offers import fits, offers_from
+        from skyward.providers import current_catalog, fits, offers_from, parse_accelerator
         from skyward_aws import infra, offers
         from skyward_aws.pricing import shipped_catalog
 

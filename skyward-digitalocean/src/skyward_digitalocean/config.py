@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.settings import CloudSettings, check_urls
+from skyward.providers.cloud import CloudSettings
+from skyward.providers.cloud.settings import check_urls
 
 TOKEN_ENV = "DIGITALOCEAN_TOKEN"
 DEFAULT_API_URL = "https://api.digitalocean.com"

@@ -17,18 +17,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from skyward.api.spec import PoolSpec
-from skyward.baking import BakedImage, Bakery
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
-from skyward.image import BootstrapContext
-from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
+from skyward.providers import BakedImage, Bakery, BootstrapContext, EventSink, Market, NodeHandle, NodePlan, PoolSpec
+from skyward.providers.cloud import (
+    ChosenOffer,
+    CloudProvider,
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+    cloud_bootstrap_context,
+)
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.sshkey import throwaway_public_key
-from skyward.providers.cloud.template import CloudProvider, Instance, InstanceState, Labels, NodeRequest, Offer
-from skyward.providers.protocol import EventSink, NodeHandle
-from skyward.spot import Market, NodePlan
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.baking import DropletSnapshots
 from skyward_digitalocean.config import REGIONS, DigitalOcean, token_from_env
@@ -123,7 +126,7 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
 
         sweep_with_notices(sweep, emit, DigitalOceanAPIError, "droplets")
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         self._size = size = self.choose_size(spec)
         if spec.image.bake:
             self._snapshots = DropletSnapshots(
@@ -132,9 +135,11 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
             )  # fmt: skip
             base = image_for(size, self.config.image)
             self._bakery.choose(self._snapshots, spec.image, cloud_bootstrap_context(), base, emit)
-        return Offer(instance_type=size.slug, region=self.config.region, price_on_demand=size.instance.on_demand_price)
+        return ChosenOffer(
+            instance_type=size.slug, region=self.config.region, price_on_demand=size.instance.on_demand_price
+        )
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: EventSink) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: EventSink) -> None:
         self._tag = pool_tag(spec.pool_id, labels.expires)
         name = resource_name(spec.pool_id, labels.expires)
         self.api.create_tag(self._tag)  # the firewall names it; "skyward" itself comes with the first droplet
@@ -172,7 +177,7 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         where it is offered, rather than quietly renting a bigger (dearer) one."""
         from dataclasses import replace
 
-        from skyward.instances import NoMatchingInstanceError, select_instance
+        from skyward.providers import NoMatchingInstanceError, select_instance
 
         request = node_request(spec)
         sizes = parse_sizes(self.api.sizes(), self.config.region)

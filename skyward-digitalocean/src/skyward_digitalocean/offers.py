@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.instances import InstanceType
-from skyward.units import MIB
+from skyward.providers import MIB, InstanceType
 
 CPU_IMAGE = "ubuntu-24-04-x64"
 NVIDIA_IMAGE = "gpu-h100x1-base"  # DO's AI/ML-ready NVIDIA image, for every single-GPU NVIDIA size

@@ -10,8 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skyward.baking import BAKED_IMAGE, baked_resource
-from skyward.cli.model import FIREWALL, INSTANCE, SSH_KEY, TAG, Removal, Resource, parse_number, parse_time
+from skyward.providers import (
+    BAKED_IMAGE,
+    FIREWALL,
+    INSTANCE,
+    SSH_KEY,
+    TAG,
+    Removal,
+    Resource,
+    baked_resource,
+    parse_number,
+    parse_time,
+)
 from skyward.providers.cloud.removal import Key, delete_each, verified_removals
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError
 from skyward_digitalocean.baking import SNAPSHOT_PRICE_GB_MONTH, as_baked, is_skywards, unused_label_tags

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.cli.sessions import config_for, credential_check, reported_as
+from skyward.providers import (
+    CredentialCheck,
+    Offer,
+    OfferQuery,
+    ProviderTools,
+    Removal,
+    Resource,
+    config_for,
+    credential_check,
+    reported_as,
+)
 from skyward.providers.cloud.retry import Backoff
 from skyward_digitalocean import resources
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
@@ -53,7 +62,7 @@ class DigitalOceanSession:
             return resources.delete_and_verify(self.api, items)
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        from skyward.cli.offers import offers_from
+        from skyward.providers import offers_from
         from skyward_digitalocean.offers import parse_sizes
 
         if query.spot:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from skyward.errors import ConfigurationError
+from skyward.providers.cloud import CloudSettings
 from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE, check_container, check_number
-from skyward.providers.cloud.settings import CloudSettings, check_urls
+from skyward.providers.cloud.settings import check_urls
 
 KEY_ENV = "RUNPOD_API_KEY"
 DEFAULT_API_URL = "https://api.runpod.io/graphql"

@@ -16,16 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
-from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
+from skyward.providers import GIB, EventSink, Market, NodePlan, PoolSpec
+from skyward.providers.cloud import ChosenOffer, InstanceState, Labels, NodeRequest
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
 from skyward.providers.cloud.marketplace_start import start_command_line
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.cloud.template import InstanceState, Labels, NodeRequest, Offer
-from skyward.providers.protocol import EventSink
-from skyward.spot import Market, NodePlan
-from skyward.units import GIB
 from skyward_runpod.api import RunPodAPI
 from skyward_runpod.config import RunPod, api_key
 from skyward_runpod.offers import PodType, default_size, pod_types
@@ -96,16 +93,16 @@ class RunPodDriver(MarketplaceProvider[RunPod]):
 
         return reap_with(self.api, now, own_pool)
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         """The smallest GPU type that fits a node, cheapest among equals, in the chosen cloud."""
-        from skyward.instances import select_instance
+        from skyward.providers import select_instance
 
         request = node_request(spec)
         vcpus, memory = default_size(request["cpu"], request["memory"])
         types = pod_types(self.api.gpu_types(), self.config.cloud, vcpus, memory, self.config.bid_margin)
         chosen = select_instance([t.instance for t in types], **request)
         self._type = next(t for t in types if t.instance == chosen)
-        return Offer(
+        return ChosenOffer(
             instance_type=chosen.name,
             region=f"RunPod {self.config.cloud} cloud",
             price_on_demand=chosen.on_demand_price,

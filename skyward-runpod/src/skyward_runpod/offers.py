@@ -14,9 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.instances import InstanceType
+from skyward.providers import GIB, InstanceType
 from skyward.providers.cloud.marketplace import catalog_gpu
-from skyward.units import GIB
 
 MAX_GPUS = 8  # a pod holds at most one host's GPUs
 

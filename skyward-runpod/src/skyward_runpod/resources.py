@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, Removal, Resource, parse_number
+from skyward.providers import INSTANCE, Removal, Resource, parse_number
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import parse_pool_label
 from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals

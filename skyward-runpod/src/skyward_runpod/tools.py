@@ -5,8 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
-from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.cli.sessions import config_for, credential_check, reported_as
+from skyward.providers import (
+    CredentialCheck,
+    Offer,
+    OfferQuery,
+    ProviderTools,
+    Removal,
+    Resource,
+    config_for,
+    credential_check,
+    reported_as,
+)
 from skyward.providers.cloud.http import APIError
 from skyward_runpod import resources
 from skyward_runpod.api import RunPodAPI
@@ -49,7 +58,7 @@ class RunPodSession:
             return resources.delete_and_verify(self.api, items)
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        from skyward.cli.offers import offers_from
+        from skyward.providers import offers_from
         from skyward_runpod.offers import default_size, pod_types
 
         vcpus, memory = default_size(None, None)

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from skyward.errors import ConfigurationError
+from skyward.providers.cloud import CloudSettings
 from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE, MIN_CUDA, check_container, check_number
-from skyward.providers.cloud.settings import CloudSettings, check_urls
+from skyward.providers.cloud.settings import check_urls
 
 KEY_ENV = "VAST_API_KEY"
 KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")  # under $HOME: the CLI's new place, its old one

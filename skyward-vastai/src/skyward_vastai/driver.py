@@ -15,15 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
-from skyward.accelerators.spec import Accelerator
-from skyward.api.spec import PoolSpec
 from skyward.errors import ProvisioningError
+from skyward.providers import Accelerator, EventSink, Market, NodePlan, PoolSpec
+from skyward.providers.cloud import ChosenOffer, InstanceState, Labels, NodeRequest
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
 from skyward.providers.cloud.marketplace_start import start_command
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.cloud.template import InstanceState, Labels, NodeRequest, Offer
-from skyward.providers.protocol import EventSink
-from skyward.spot import Market, NodePlan
 from skyward_vastai.api import OfferTaken, VastAPI
 from skyward_vastai.config import VastAI, api_key
 from skyward_vastai.offers import VastOffer, fitting, parse_offers, search_query
@@ -110,7 +107,7 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
         with self._lock:
             self._offers = {m: fitting(offers, self._wanted, m is Market.SPOT) for m in Market}
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         """The cheapest reliable offers that fit one node; the first is what the pool reports."""
         self._wanted = node_request(spec)
         self._search()
@@ -123,7 +120,7 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
                 "VastAI(verified_only=False, min_reliability=...), or again later"
             )
         best = on_demand[0].instance
-        return Offer(
+        return ChosenOffer(
             instance_type=best.name,
             region="VastAI marketplace",
             price_on_demand=best.on_demand_price,

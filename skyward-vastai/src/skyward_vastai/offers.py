@@ -12,9 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.instances import InstanceType, NoMatchingInstanceError, select_instance
+from skyward.providers import MIB, InstanceType, NoMatchingInstanceError, select_instance
 from skyward.providers.cloud.marketplace import catalog_gpu
-from skyward.units import MIB
 from skyward_vastai.config import VastAI
 
 SEARCH_LIMIT = 400  # offers per search: VastAI's cheapest 400 reliable offers hold every common GPU

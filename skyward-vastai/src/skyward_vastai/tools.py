@@ -5,8 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
-from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.cli.sessions import config_for, credential_check, reported_as
+from skyward.providers import (
+    CredentialCheck,
+    Offer,
+    OfferQuery,
+    ProviderTools,
+    Removal,
+    Resource,
+    config_for,
+    credential_check,
+    reported_as,
+)
 from skyward.providers.cloud.http import APIError
 from skyward_vastai import resources
 from skyward_vastai.api import VastAPI
@@ -46,7 +55,7 @@ class VastAISession:
             return resources.delete_and_verify(self.api, items)
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        from skyward.cli.offers import offers_from
+        from skyward.providers import offers_from
         from skyward_vastai.offers import parse_offers, search_query
 
         with reported_as("searching VastAI offers", APIError):

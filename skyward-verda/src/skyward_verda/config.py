@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from skyward.errors import ConfigurationError
-from skyward.providers.cloud.settings import CloudSettings, check_urls
+from skyward.providers.cloud import CloudSettings
+from skyward.providers.cloud.settings import check_urls
 
 CLIENT_ID_ENV = "VERDA_CLIENT_ID"
 CLIENT_SECRET_ENV = "VERDA_CLIENT_SECRET"

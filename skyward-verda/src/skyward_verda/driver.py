@@ -17,14 +17,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from skyward.api.spec import PoolSpec
 from skyward.errors import CapacityError, ConfigurationError, ProvisioningError
+from skyward.providers import EventSink, Market, NodePlan, PoolSpec, SpotNever, SpotStrategy
+from skyward.providers.cloud import ChosenOffer, Instance, InstanceState, Labels, NodeRequest, SpotCloudProvider
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
-from skyward.providers.cloud.template import Instance, InstanceState, Labels, NodeRequest, Offer, SpotCloudProvider
-from skyward.providers.protocol import EventSink
-from skyward.spot import Market, NodePlan, SpotNever, SpotStrategy
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
 from skyward_verda.markets import markets_needed
@@ -135,13 +133,13 @@ class VerdaDriver(SpotCloudProvider[Verda]):
 
         sweep_with_notices(sweep, emit, VerdaAPIError, "instances")
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         """The smallest type that fits the request, and a location that can deploy it now.
 
         The type is chosen from everything Verda offers, then a location for it: when the
         smallest fitting type has no capacity, the pool fails and says what is available,
         rather than quietly renting a bigger (dearer) one."""
-        from skyward.instances import NoMatchingInstanceError, select_instance
+        from skyward.providers import NoMatchingInstanceError, select_instance
 
         self._pool_id = spec.pool_id
         markets = markets_needed(list(plans))
@@ -167,7 +165,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
             raise CapacityError(self._no_capacity(chosen.name, markets, on_demand, spot, other))
         self._type, self._location = by_name[chosen.name], location
         self._image = self.config.image or pick_image(self.api.images())
-        return Offer(
+        return ChosenOffer(
             instance_type=chosen.name,
             region=location,
             price_on_demand=chosen.on_demand_price,
@@ -202,7 +200,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
             f"{where_available(type_name, on_demand, spot)}). Try {', '.join(tips)}"
         )
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: EventSink) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: EventSink) -> None:
         """The SSH key the deploy call requires: the user's own, or a throwaway one."""
         if self.config.ssh_key_ids:
             self._key_ids = list(self.config.ssh_key_ids)

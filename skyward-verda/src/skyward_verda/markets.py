@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from skyward.spot import Market, NodePlan
+from skyward.providers import Market, NodePlan
 from skyward_verda.offers import Markets
 
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skyward.errors import ConfigurationError
-from skyward.instances import InstanceType
-from skyward.units import GIB
+from skyward.providers import GIB, InstanceType
 
 _TYPE_NAME = re.compile(r"^(?P<count>\d+)(?P<model>[A-Z][A-Z0-9]*?)(?:\.(?P<mem>\d+)(?P<ff>[SP])?)?\.(?P<vcpus>\d+)V$")
 _FORM_FACTORS = {"S": "SXM", "P": "PCIe"}
@@ -34,7 +33,7 @@ _COUNT = re.compile(r"^\d+\s*x$", re.IGNORECASE)
 
 
 def _parses(text: str) -> str | None:
-    from skyward.accelerators import parse_accelerator
+    from skyward.providers import parse_accelerator
 
     try:
         return str(parse_accelerator(text))

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from skyward.cli.model import ProviderTools
-from skyward.plugins.contributions import ProviderPlugin
-from skyward.plugins.hookspecs import hookimpl
+from skyward.providers import ProviderPlugin, ProviderTools, hookimpl
+
+if TYPE_CHECKING:  # the config class, for the record's type; the hooks import it when called
+    from skyward_verda.config import Verda
 
 
 @hookimpl
-def skyward_providers() -> Sequence[ProviderPlugin]:
+def skyward_providers() -> Sequence[ProviderPlugin[Verda]]:
     from skyward_verda.config import Verda
     from skyward_verda.driver import VerdaDriver
 

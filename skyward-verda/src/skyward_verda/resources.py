@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from skyward.cli.model import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_number, parse_time
+from skyward.providers import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resource, parse_number, parse_time
 from skyward.providers.cloud.removal import delete_each, verified_removals
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.naming import DEAD, parse_description, parse_resource_name

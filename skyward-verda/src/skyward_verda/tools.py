@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from skyward.cli.model import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward.cli.sessions import config_for, credential_check, reported_as
+from skyward.providers import (
+    CredentialCheck,
+    Offer,
+    OfferQuery,
+    ProviderTools,
+    Removal,
+    Resource,
+    config_for,
+    credential_check,
+    reported_as,
+)
 from skyward_verda import resources
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import CLIENT_ID_ENV, CLIENT_SECRET_ENV, Verda, credentials_from_env
@@ -57,7 +66,7 @@ class VerdaSession:
     def offers(self, query: OfferQuery) -> list[Offer]:
         import dataclasses
 
-        from skyward.cli.offers import offers_from
+        from skyward.providers import offers_from
         from skyward_verda.offers import parse_instance_types
 
         with reported_as("listing Verda instance types", VerdaAPIError):

@@ -1,9 +1,9 @@
 """``build_spec``: every ComputePool parameter, validated once, as one frozen ``PoolSpec``.
 
-``build_spec`` is pure: it raises ConfigurationError for bad input and touches nothing,
-so a pool that fails validation has provisioned nothing. ``PoolSpec`` itself lives with
-the provider contract (:mod:`skyward.providers.spec`), which drivers import; it is
-re-exported here.
+``PoolSpec`` itself is the provider contract's (:mod:`skyward.providers.spec`: every driver
+method receives it); it is importable here too. ``build_spec`` is pure: it raises
+ConfigurationError for bad input and touches nothing, so a pool that fails validation has
+provisioned nothing.
 """
 
 from __future__ import annotations

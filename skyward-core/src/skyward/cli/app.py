@@ -1,7 +1,7 @@
 """The ``skyward`` command (Typer): ``ls``, ``down``, ``offers``, ``doctor``, ``cache``.
 
 The provider-specific parts come from each installed plugin through the
-``skyward_provider_tools`` hook (see :mod:`skyward.cli.model`), so a third-party
+``skyward_provider_tools`` hook (see :mod:`skyward.providers.resources`), so a third-party
 provider's resources show up here as AWS's do. :func:`make_app` takes its seams (the
 tools, a configuration per provider, the clock) as arguments: ``main`` uses the
 installed plugins, each provider's defaults and the environment.
@@ -25,7 +25,11 @@ from rich.console import Console
 
 from skyward.cli import cache as envcache
 from skyward.cli import render
-from skyward.cli.model import (
+from skyward.errors import ConfigurationError, SkywardError
+from skyward.offer_table import collect, query
+from skyward.plugins.registry import get_plugin_manager
+from skyward.providers.cloud.reaping import doomed_resources
+from skyward.providers.resources import (
     AddressSource,
     CredentialCheck,
     ProviderTools,
@@ -33,10 +37,6 @@ from skyward.cli.model import (
     Resource,
     ResourceSession,
 )
-from skyward.errors import ConfigurationError, SkywardError
-from skyward.offer_table import collect, query
-from skyward.plugins.registry import get_plugin_manager
-from skyward.providers.cloud.reaping import doomed_resources
 
 BAD_INPUT = 2
 LEFT_BEHIND = 1

@@ -8,8 +8,9 @@ from typing import Any
 from rich.table import Table
 
 from skyward.cli.cache import CachedEnvironment
-from skyward.cli.model import Offer, Removal, Resource
 from skyward.display.formatting import duration, money, rate
+from skyward.providers.offers import Offer
+from skyward.providers.resources import Removal, Resource
 
 
 def _maybe_money(value: float | None) -> str:
@@ -25,6 +26,18 @@ def expires_text(resource: Resource, now: float) -> str:
     if left is None:
         return "-"
     return f"EXPIRED {duration(-left)} ago" if left < 0 else duration(left)
+
+
+def state_text(resource: Resource) -> str:
+    """The state column: an idle machine (it runs no node) says whether it still bills,
+    which is the reason to remove it early: "billing" only at a known price above zero,
+    "price unknown" when the provider gives none, and nothing more when it is free."""
+    if not resource.idle:
+        return resource.state
+    price = resource.hourly_price
+    if price is None:
+        return f"{resource.state} (idle, price unknown)"
+    return f"{resource.state} (idle, billing)" if price > 0 else f"{resource.state} (idle)"
 
 
 def resource_json(resource: Resource, now: float) -> dict[str, Any]:
@@ -58,7 +71,7 @@ def resources_table(resources: Sequence[Resource], now: float) -> Table:
             r.pool_id,
             r.kind,
             r.label.removeprefix(f"{r.kind} "),
-            f"{r.state} (idle, billing)" if r.idle else r.state,
+            state_text(r),
             "-" if age is None else duration(age),
             expires_text(r, now),
             _maybe_rate(r.hourly_price),

@@ -23,7 +23,7 @@ from skyward.providers.local import Local, LocalDriver
 
 
 @hookimpl(trylast=True)
-def skyward_providers() -> Sequence[ProviderPlugin]:
+def skyward_providers() -> Sequence[ProviderPlugin[Local]]:
     return [ProviderPlugin(name="local", config_type=Local, create_driver=LocalDriver)]
 
 

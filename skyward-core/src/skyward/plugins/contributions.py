@@ -1,36 +1,57 @@
-"""Values that plugins contribute through the hooks."""
+"""Values that plugins contribute through the hooks.
+
+A leaf: it imports nothing from skyward but the errors, so the registry and the provider
+contract (``skyward.providers`` re-exports :class:`ProviderPlugin` and
+:class:`VolumePlugin`) both import it without a cycle.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 from skyward.errors import ConfigurationError
 
+if TYPE_CHECKING:  # types only: providers.protocol imports the image and the events
+    from skyward.providers.protocol import ProviderDriver
+
+C = TypeVar("C")
+V = TypeVar("V")
+
 
 @dataclass(frozen=True, slots=True)
-class ProviderPlugin:
+class ProviderPlugin(Generic[C]):
     """A provider: its user-facing config class and how to build its driver.
 
     ``name`` is what events report (``"aws"``, ``"local"``); ``config_type`` is the class a
-    user instantiates (``AWS(region=...)``); ``create_driver(config)`` returns an object
-    satisfying :class:`skyward.providers.protocol.ProviderDriver`.
+    user instantiates (``AWS(region=...)``); ``create_driver(config)`` gets an instance of
+    it and returns a :class:`skyward.providers.ProviderDriver` (usually the driver class
+    itself: ``create_driver=AWSDriver``).
     """
 
     name: str
-    config_type: type
-    create_driver: Callable[[Any], Any]
+    config_type: type[C]
+    create_driver: Callable[[C], ProviderDriver]
+
+
+AnyProviderPlugin: TypeAlias = ProviderPlugin[Any]
+"""Any provider's record, whatever its config type: what the registry holds (a list of
+records over different config types has no narrower type in Python's type system)."""
 
 
 @dataclass(frozen=True, slots=True)
-class VolumePlugin:
+class VolumePlugin(Generic[V]):
     """A volume type and the shell lines that mount an instance of it on a node."""
 
     name: str
-    volume_type: type
-    mount_script: Callable[[Any], str]
+    volume_type: type[V]
+    mount_script: Callable[[V], str]
+
+
+AnyVolumePlugin: TypeAlias = VolumePlugin[Any]
+"""Any volume type's record (see :data:`AnyProviderPlugin`)."""
 
 
 @dataclass(frozen=True, slots=True)

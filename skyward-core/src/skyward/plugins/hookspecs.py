@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from skyward.cli.model import ProviderTools
     from skyward.image import Image
     from skyward.plugins.contributions import (
+        AnyProviderPlugin,
+        AnyVolumePlugin,
         BootstrapStep,
         DistributedBackend,
-        ProviderPlugin,
-        VolumePlugin,
     )
+    from skyward.providers.resources import ProviderTools
     from skyward.runtime.context import InstanceInfo
 
 PROJECT = "skyward"
@@ -31,7 +31,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def skyward_providers() -> Sequence[ProviderPlugin]:  # type: ignore[empty-body]
+def skyward_providers() -> Sequence[AnyProviderPlugin]:  # type: ignore[empty-body]
     """Provider configuration classes and the factories that drive them."""
 
 
@@ -41,7 +41,7 @@ def skyward_accelerators() -> Sequence[Any]:  # type: ignore[empty-body]
 
 
 @hookspec
-def skyward_volumes() -> Sequence[VolumePlugin]:  # type: ignore[empty-body]
+def skyward_volumes() -> Sequence[AnyVolumePlugin]:  # type: ignore[empty-body]
     """Volume types and the bootstrap steps that mount them."""
 
 
@@ -69,4 +69,4 @@ def skyward_worker_startup(info: InstanceInfo) -> None:
 def skyward_provider_tools() -> Sequence[ProviderTools]:  # type: ignore[empty-body]
     """A provider's part of the ``skyward`` command: list and delete what its pools left,
     check its credentials, and (optionally) list its offers and the client address its
-    firewall opens. See :mod:`skyward.cli.model`."""
+    firewall opens. See :mod:`skyward.providers.resources`."""

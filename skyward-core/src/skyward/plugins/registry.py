@@ -17,7 +17,7 @@ import pluggy
 
 from skyward.errors import ConfigurationError
 from skyward.plugins import hookspecs
-from skyward.plugins.contributions import DistributedBackend, ProviderPlugin, VolumePlugin
+from skyward.plugins.contributions import AnyProviderPlugin, AnyVolumePlugin, DistributedBackend, ProviderPlugin
 
 BUILTIN = "skyward.builtin"  # the core's own plugin: its entry point's name
 _lock = threading.Lock()
@@ -107,13 +107,13 @@ class Registry:
             self._cache[hook] = [item for group in results for item in group]
         return list(self._cache[hook])
 
-    def providers(self) -> list[ProviderPlugin]:
+    def providers(self) -> list[AnyProviderPlugin]:
         """Every provider; two plugins that register the same provider name are refused,
         naming both distributions (which of them would win is not knowable to the user)."""
         if "skyward_providers" not in self._cache:
             pm = self.pm
             owners: dict[str, object] = {}
-            merged: list[ProviderPlugin] = []
+            merged: list[AnyProviderPlugin] = []
             for impl in reversed(pm.hook.skyward_providers.get_hookimpls()):  # registration order
                 contributed = impl.function()
                 if not isinstance(contributed, Sequence) or not all(isinstance(p, ProviderPlugin) for p in contributed):
@@ -133,7 +133,7 @@ class Registry:
             self._cache["skyward_providers"] = merged
         return list(self._cache["skyward_providers"])
 
-    def provider_for(self, config: object) -> ProviderPlugin:
+    def provider_for(self, config: object) -> AnyProviderPlugin:
         for plugin in self.providers():
             if isinstance(config, plugin.config_type):
                 return plugin
@@ -146,7 +146,7 @@ class Registry:
     def accelerator_entries(self) -> list[Any]:
         return self._flat("skyward_accelerators")
 
-    def volumes(self) -> list[VolumePlugin]:
+    def volumes(self) -> list[AnyVolumePlugin]:
         return self._flat("skyward_volumes")
 
     def distributed_backends(self) -> dict[str, DistributedBackend]:

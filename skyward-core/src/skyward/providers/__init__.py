@@ -1,23 +1,74 @@
 """Providers: where nodes come from. Local is in core; clouds are plugins.
 
-This module is the provider contract, everything a provider plugin imports:
+This module is the provider contract: everything a provider plugin imports from core,
+besides ``skyward.errors`` (a test walks every plugin's imports and holds it to that).
+Cloud drivers add :mod:`skyward.providers.cloud` (the template and its helpers).
 
-- :class:`Provider` (the generic base class of a driver) and :class:`ProviderDriver`
-  (what the pool calls), :class:`NodeHandle`, :class:`UserDataFactory`, ``EventSink``;
-- :class:`ProviderSettings`, the base of every provider config (grace period, bootstrap
-  timeout, client address), and ``NODE_TTL_MARGIN``;
-- the optional abilities, each a runtime-checkable Protocol: :class:`SpotMarket`,
-  :class:`SpotReplacement`, :class:`InterruptionNotices`, :class:`ReclaimWatch`,
-  :class:`PortMapping`, :class:`VolumeMounts`, :class:`FollowsBootstrap`;
-- the notices drop box (:func:`notices_dir`, :class:`NoticeKind`);
-- :class:`PoolSpec`, the validated pool request every driver method receives.
+The driver and the pool
+    :class:`Provider` (the generic base class of a driver), :class:`ProviderDriver` (what
+    the pool calls), :class:`PoolSpec` (the validated request every method receives),
+    :class:`NodeHandle`, :class:`UserDataFactory`, ``EventSink`` and the events a driver
+    emits (:class:`Notice`, :class:`InstanceLaunching`, :class:`InstanceProvisioned`,
+    :class:`BootstrapStarting`, :class:`BootstrapProgress`).
+Settings
+    :class:`ProviderSettings` (the base of every config: grace period, bootstrap timeout,
+    client address), ``NODE_TTL_MARGIN``, ``DEFAULT_AGENT_PORT``, :func:`settings_of`.
+Optional abilities, each a runtime-checkable Protocol
+    :class:`SpotMarket`, :class:`SpotReplacement`, :class:`InterruptionNotices`,
+    :class:`ReclaimWatch`, :class:`PortMapping`, :class:`VolumeMounts`,
+    :class:`FollowsBootstrap`, :class:`ConsoleOutput`, :class:`Bakes` (with its
+    :class:`BakeStore` and :class:`Bakery`).
+The node's bootstrap
+    :class:`BootstrapContext` and :func:`local_bootstrap_context` (a node on this machine:
+    never shuts it down); a cloud node's is
+    :func:`skyward.providers.cloud.cloud_bootstrap_context` (powers the machine off when
+    its agent exits). :mod:`skyward.providers.contexts` says what each does. The notices
+    drop box: :func:`notices_dir`, :class:`NoticeKind`.
+The plugin
+    :class:`ProviderPlugin` (``ProviderPlugin[C]``: ``create_driver(config: C)`` returns a
+    ``ProviderDriver``), :class:`VolumePlugin`, ``hookimpl``.
+The ``skyward`` command's part
+    :class:`ProviderTools`, :class:`ResourceSession`, :class:`Resource`, :class:`Removal`,
+    :class:`CredentialCheck`, :class:`AddressSource`, the resource kinds, :func:`parse_time`,
+    :func:`parse_number`; offers (:class:`Offer`, :class:`OfferQuery`, :class:`OfferSource`,
+    :func:`offers_from`, :func:`fits`); a session's shared steps (:func:`config_for`,
+    :func:`credential_check`, :class:`reported_as`).
+Choosing a machine
+    the spot plan (:class:`Market`, :class:`NodePlan`, the strategies, :func:`plan_markets`,
+    :func:`normalize_spot`, :func:`min_spot_nodes`, :func:`wants_spot`); instance types
+    (:class:`InstanceType`, :func:`select_instance`, :class:`NoMatchingInstanceError`);
+    accelerators (:class:`Accelerator`, :class:`Catalog`, :class:`CatalogEntry`,
+    :func:`current_catalog`, :func:`parse_accelerator`); sizes (``KIB`` ... ``TIB``,
+    :func:`parse_memory`, :func:`format_memory`).
 
-Cloud drivers build on :class:`skyward.providers.cloud.CloudProvider` (the template);
 ``skyward.testing`` checks any provider against the contract. See docs/plugins.md.
 """
 
+from skyward.accelerators.catalog import Catalog, CatalogEntry, current_catalog
+from skyward.accelerators.parse import parse_accelerator
+from skyward.accelerators.spec import Accelerator
+from skyward.agent.config import DEFAULT_AGENT_PORT
 from skyward.agent.notices import NoticeKind, notices_dir
+from skyward.events import BootstrapProgress, BootstrapStarting, InstanceLaunching, InstanceProvisioned, Notice
+from skyward.instances import InstanceType, NoMatchingInstanceError, select_instance
+from skyward.plugins.contributions import ProviderPlugin, VolumePlugin
+from skyward.plugins.hookspecs import hookimpl
+from skyward.providers.baking import (
+    BAKED_IMAGE,
+    LABEL_BAKED,
+    LABEL_BAKED_FROM,
+    BakedImage,
+    BakeKey,
+    Bakery,
+    Bakes,
+    BakeStore,
+    bake_key,
+    baked_resource,
+)
+from skyward.providers.contexts import BootstrapContext, local_bootstrap_context
+from skyward.providers.offers import Offer, OfferQuery, OfferSource, fits, offers_from
 from skyward.providers.protocol import (
+    ConsoleOutput,
     EventSink,
     FollowsBootstrap,
     InterruptionNotices,
@@ -31,26 +82,58 @@ from skyward.providers.protocol import (
     UserDataFactory,
     VolumeMounts,
 )
+from skyward.providers.resources import (
+    FIREWALL,
+    INSTANCE,
+    INSTANCE_PROFILE,
+    KEY_PAIR,
+    ROLE,
+    SECURITY_GROUP,
+    SSH_KEY,
+    STARTUP_SCRIPT,
+    TAG,
+    VOLUME,
+    AddressSource,
+    CredentialCheck,
+    ProviderTools,
+    Removal,
+    Resource,
+    ResourceSession,
+    parse_number,
+    parse_time,
+)
+from skyward.providers.sessions import config_for, credential_check, reported_as
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.providers.spec import PoolSpec
+from skyward.spot import (
+    Market,
+    NodePlan,
+    SpotAlways,
+    SpotIfAvailable,
+    SpotNever,
+    SpotPercent,
+    SpotStrategy,
+    min_spot_nodes,
+    normalize_spot,
+    plan_markets,
+    wants_spot,
+)
+from skyward.units import GIB, KIB, MIB, TIB, format_memory, parse_memory
 
 __all__ = [
-    "NODE_TTL_MARGIN",
-    "EventSink",
-    "FollowsBootstrap",
-    "InterruptionNotices",
-    "NodeHandle",
-    "NoticeKind",
-    "PoolSpec",
-    "PortMapping",
-    "Provider",
-    "ProviderDriver",
-    "ProviderSettings",
-    "ReclaimWatch",
-    "SpotMarket",
-    "SpotReplacement",
-    "UserDataFactory",
-    "VolumeMounts",
-    "notices_dir",
-    "settings_of",
-]
+    "BAKED_IMAGE", "DEFAULT_AGENT_PORT", "FIREWALL", "GIB", "INSTANCE", "INSTANCE_PROFILE", "KEY_PAIR", "KIB",
+    "LABEL_BAKED", "LABEL_BAKED_FROM", "MIB", "NODE_TTL_MARGIN", "ROLE", "SECURITY_GROUP", "SSH_KEY",
+    "STARTUP_SCRIPT", "TAG", "TIB", "VOLUME",
+    "Accelerator", "AddressSource", "BakeKey", "BakeStore", "BakedImage", "Bakery", "Bakes", "BootstrapContext",
+    "BootstrapProgress", "BootstrapStarting", "Catalog", "CatalogEntry", "ConsoleOutput", "CredentialCheck",
+    "EventSink", "FollowsBootstrap", "InstanceLaunching", "InstanceProvisioned", "InstanceType",
+    "InterruptionNotices", "Market", "NoMatchingInstanceError", "NodeHandle", "NodePlan", "Notice", "NoticeKind",
+    "Offer", "OfferQuery", "OfferSource", "PoolSpec", "PortMapping", "Provider", "ProviderDriver", "ProviderPlugin",
+    "ProviderSettings", "ProviderTools", "ReclaimWatch", "Removal", "Resource", "ResourceSession", "SpotAlways",
+    "SpotIfAvailable", "SpotMarket", "SpotNever", "SpotPercent", "SpotReplacement", "SpotStrategy",
+    "UserDataFactory", "VolumeMounts", "VolumePlugin",
+    "bake_key", "baked_resource", "config_for", "credential_check", "current_catalog", "fits", "format_memory",
+    "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",
+    "parse_accelerator", "parse_memory", "parse_number", "parse_time", "plan_markets", "reported_as",
+    "select_instance", "settings_of", "wants_spot",
+]  # fmt: skip

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,7 +23,6 @@ from typing import Any, ClassVar, Literal
 import psutil
 
 from skyward.agent.config import READY_MARKER, STEP_MARKER
-from skyward.bootstrap import client_requirements
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.events import (
     BootstrapProgress,
@@ -32,8 +30,8 @@ from skyward.events import (
     InstanceLaunching,
     InstanceProvisioned,
 )
-from skyward.home import uv_path
 from skyward.image import BootstrapContext
+from skyward.providers.contexts import local_bootstrap_context
 from skyward.providers.local_gpus import assign_gpus, detect_gpus
 from skyward.providers.local_sweep import current_owner, sweep, write_owner
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
@@ -92,20 +90,6 @@ class _LocalNode:
     log_path: Path
     endpoint: str | None = None
     failed: str | None = None
-
-
-def local_bootstrap_context() -> BootstrapContext:
-    """The context of a node that runs on this machine: this interpreter's Python and uv,
-    the same skyward and plugins (public: a provider whose nodes are local processes, like
-    tests/plugin_example, uses it too)."""
-    core, pinned = client_requirements()
-    return BootstrapContext(
-        local=True,
-        python_executable=sys.executable,
-        skyward_requirement=core,
-        pinned=tuple(pinned),
-        uv=uv_path(),
-    )
 
 
 class LocalDriver(Provider[Local]):

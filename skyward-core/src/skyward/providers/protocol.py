@@ -10,7 +10,7 @@ with a default for everything but ``launch`` and ``terminate``; what only some p
 can do is an ability of its own, a runtime-checkable Protocol the pool tests with
 ``isinstance`` (:class:`SpotMarket`, :class:`SpotReplacement`, :class:`ReclaimWatch`,
 :class:`InterruptionNotices`, :class:`PortMapping`, :class:`VolumeMounts`,
-:class:`FollowsBootstrap`).
+:class:`FollowsBootstrap`, :class:`ConsoleOutput`).
 """
 
 from __future__ import annotations
@@ -200,3 +200,17 @@ class FollowsBootstrap(Protocol):
     the agent's hello."""
 
     follows_bootstrap: Literal[True]
+
+
+@runtime_checkable
+class ConsoleOutput(Protocol):
+    """The provider can read what a node printed to its console (EC2's
+    ``GetConsoleOutput``, a container's log, a serial console). When a node fails to
+    start (it stopped or vanished while starting, or was not running within
+    ``provision_timeout``), the cloud template appends the tail of it to the error, so
+    the user reads the bootstrap's last lines instead of a bare state."""
+
+    def console_output(self, instance_id: str) -> str:
+        """Everything the instance printed so far (``""`` when the provider has nothing
+        yet). One read-only call; an error here never hides the start-up failure."""
+        ...

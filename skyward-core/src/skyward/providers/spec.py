@@ -1,8 +1,10 @@
 """``PoolSpec``: the validated pool request every driver method receives.
 
-It lives with the provider contract, below ``skyward.api``: drivers (core's Local and the
-cloud plugins) read it, and ``skyward.api.spec.build_spec`` makes it from ComputePool's
-parameters, so the value sits in the lower layer and the validation in the upper one.
+``skyward.api.spec.build_spec`` makes it from the ComputePool parameters (checked once,
+before anything is provisioned); a driver only reads it. It is not ``sky.Spec``: that is
+the user's description of one *candidate* of a pool (a provider config, an accelerator,
+nodes: see ``ComputePool(provider=[sky.Spec(...), ...])``), and a pool with several
+candidates gives each driver the ``PoolSpec`` of the candidate it launches.
 """
 
 from __future__ import annotations

@@ -13,9 +13,20 @@ runs each instance's own user-data), and a few questions answered about it::
 pytest then runs every ``test_*`` method below against it: lifecycle events in order,
 ``>>``/``@``/``gather`` end to end, cleanup after a failure at node k of N, cleanup after a
 bootstrap timeout, terminate verified, teardown removing what prepare made, every
-resource labelled with the pool id and its expiry, no ingress from everywhere, no
-credential in any user-data or event, and spot mapping where the provider has a market.
-Tests touching the network run only inside an isolated namespace (``cloud`` marker).
+resource labelled with the pool id and its expiry, nothing open to everyone (no inbound
+rule from everywhere, and every node's agent refusing a client without the pool's CURVE
+keys, which is what protects a provider without a firewall), no credential in any
+user-data or event, and spot mapping where the provider has a market.
+
+Every test is marked ``cloud``: the kit's pytest plugin runs it only inside an isolated
+network namespace (only loopback up), because an emulated cloud hands out addresses that
+must never be dialled for real. Run them with
+``unshare --net -- sh -c 'ip link set lo up && exec python -m pytest -m cloud ...'``
+(as root, or ``unshare --user --map-root-user --net``).
+
+A provider that uses no credential at all (nothing for the no-credential check to look
+for) says so with :class:`UsesNoCredential`; otherwise an empty ``secrets()`` fails that
+check, so a forgotten answer is never a silent pass.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import pytest
 
@@ -44,6 +55,7 @@ from skyward.events import (
 )
 from skyward.providers.cloud.naming import PoolMark
 from skyward.providers.settings import ProviderSettings
+from skyward.testing.probes import open_endpoint_problem
 
 EVERYWHERE = frozenset({"0.0.0.0/0", "::/0", "0.0.0.0", "::"})
 
@@ -97,7 +109,9 @@ class CloudUnderTest(Protocol):
 
     def ingress_sources(self) -> Sequence[str]:
         """Every source address or CIDR an inbound rule admits (cloud firewalls, and rules
-        a node's script sets up), for resources that exist now."""
+        a node's script sets up), for resources that exist now. Empty for a provider
+        without a firewall API (a marketplace, processes on a host): the suite then relies
+        on, and checks, the agent's CURVE handshake alone."""
         ...
 
     def user_data(self) -> Sequence[str]:
@@ -105,7 +119,8 @@ class CloudUnderTest(Protocol):
         ...
 
     def secrets(self) -> Sequence[str]:
-        """The credentials the provider uses (tokens, secret keys)."""
+        """The credentials the provider uses (tokens, secret keys). Empty fails the
+        no-credential check unless the CloudUnderTest is also :class:`UsesNoCredential`."""
         ...
 
     def fail_create(self, after: int) -> None:
@@ -119,6 +134,15 @@ class CloudUnderTest(Protocol):
     def is_spot(self, instance_id: str) -> bool:
         """Whether the fake made this instance on the spot market."""
         ...
+
+
+@runtime_checkable
+class UsesNoCredential(Protocol):
+    """A CloudUnderTest whose provider needs no credential (an on-premises or test
+    provider): its empty ``secrets()`` is then an answer, and the no-credential check is
+    reported as an expected failure with that reason instead of failing."""
+
+    uses_no_credential: Literal[True]
 
 
 @compute
@@ -180,6 +204,8 @@ class ProviderConformance:
             many = skyward.gather(*(_where(x) for x in range(6))) >> pool
             assert [r for r, _ in many] == [x * x for x in range(6)]
             pool_id = pool.spec.pool_id
+            # where there is no firewall (no inbound rule), the agent itself is the gate
+            open_to_strangers = [p for p in (open_endpoint_problem(n.endpoint) for n in pool.nodes) if p]
             started = time.time()
         assert lifecycle_order_problems(events, self.nodes) == []
         # every resource labelled with this pool and an expiry in the future
@@ -187,10 +213,9 @@ class ProviderConformance:
         for resource in labelled:
             assert resource.pool_id == pool_id, resource
             assert resource.expires is not None and resource.expires > started, resource
-        # no inbound rule admits everyone; a marketplace (third-party hosts, containers) has no
-        # firewall to set: there the agent's CURVE key check is the only gate
-        assert sources or cloud.config().third_party_hosts, "no inbound rule limits who reaches the agent port"
-        assert not EVERYWHERE & set(sources), sources
+        # no inbound rule admits everyone, and a stranger who reaches an agent completes no handshake
+        assert not EVERYWHERE & set(sources), f"an inbound rule admits everyone: {sources}"
+        assert open_to_strangers == []
         assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
 
     def test_no_credential_reaches_a_node_or_an_event(
@@ -203,7 +228,14 @@ class ProviderConformance:
             scripts = list(cloud.user_data())  # while they exist: teardown may delete them
         secrets = [s for s in cloud.secrets() if s]
         if not secrets:
-            pytest.skip("the provider under test uses no credential")
+            if isinstance(cloud, UsesNoCredential):
+                pytest.xfail(f"{type(cloud).__name__} declares that its provider uses no credential: none to look for")
+            pytest.fail(
+                f"{type(cloud).__name__}.secrets() returned no credential, so nothing was checked: return the "
+                "tokens and keys your provider uses, or, if it truly uses none, declare it with "
+                "`uses_no_credential = True` (skyward.testing.conformance.UsesNoCredential)",
+                pytrace=False,
+            )
         assert scripts, "the provider under test reports no user-data"
         for secret in secrets:
             assert not any(secret in script for script in scripts), "a credential is in a node's user-data"

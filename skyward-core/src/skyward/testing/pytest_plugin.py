@@ -31,7 +31,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if problem is not None:
         pytest.fail(
             f"cloud test outside an isolated network namespace: {problem}. Run it with: unshare --net -- sh -c "
-            "'ip link set lo up && SKYWARD_TEST_NETNS=1 python -m pytest -m cloud ...'",
+            "'ip link set lo up && exec python -m pytest -m cloud ...'",
             pytrace=False,
         )
 

@@ -25,13 +25,26 @@ from ipaddress import IPv4Address
 from typing import ClassVar
 
 from skyward.errors import ProvisioningError
-from skyward.image import BootstrapContext
-from skyward.plugins.contributions import DistributedBackend, ProviderPlugin
-from skyward.plugins.hookspecs import hookimpl
-from skyward.providers import PoolSpec
-from skyward.providers.cloud import CloudProvider, CloudSettings, Instance, InstanceState, Labels, NodeRequest, Offer
-from skyward.providers.local import local_bootstrap_context
-from skyward.spot import Market, NodePlan
+from skyward.plugins.contributions import DistributedBackend  # the backend half; the provider needs only:
+from skyward.providers import (
+    BootstrapContext,
+    EventSink,
+    Market,
+    NodePlan,
+    PoolSpec,
+    ProviderPlugin,
+    hookimpl,
+    local_bootstrap_context,
+)
+from skyward.providers.cloud import (
+    ChosenOffer,
+    CloudProvider,
+    CloudSettings,
+    Instance,
+    InstanceState,
+    Labels,
+    NodeRequest,
+)
 
 # -- the config: what a user writes -------------------------------------------------------
 
@@ -67,6 +80,7 @@ class ProcessCloud:
         self._subnet = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}"  # a /24 of its own
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._labels: dict[str, dict[str, str]] = {}
+        self.pools: set[str] = set()  # every pool id an instance was labelled with
 
     def create(self, name: str, script: str, labels: Mapping[str, str]) -> str:
         with self._lock:
@@ -91,6 +105,7 @@ class ProcessCloud:
         with self._lock:
             self._processes[instance_id] = process
             self._labels[instance_id] = {**labels, "ip": ip}
+            self.pools.add(labels.get("pool", ""))
         return instance_id
 
     def describe(self, instance_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -118,6 +133,10 @@ class ProcessCloud:
         with self._lock:
             return {i: dict(labels) for i, labels in self._labels.items()}
 
+    def console(self, instance_id: str) -> str:
+        path = os.path.join(self.root, f"{instance_id}.log")
+        return open(path, errors="replace").read() if os.path.exists(path) else ""
+
     def scripts(self) -> list[str]:
         names = sorted(n for n in os.listdir(self.root) if n.endswith(".sh")) if os.path.isdir(self.root) else []
         return [open(os.path.join(self.root, n)).read() for n in names]
@@ -138,24 +157,21 @@ class DelayedDriver(CloudProvider[Delayed]):
 
     def __init__(self, config: Delayed, *, sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(config, sleep=sleep)
+        self.pause = sleep
         self.api: ProcessCloud | None = None
         self.delay_window: tuple[float, float] | None = None  # monotonic start and end of the delay
 
     def client_address(self) -> IPv4Address:
         return IPv4Address("127.0.0.1")  # the nodes are on this machine
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: Callable[..., None]) -> Offer:
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         started = time.monotonic()
-        self._sleep(self.config.seconds)
+        self.pause(self.config.seconds)
         self.delay_window = (started, time.monotonic())
-        return Offer(instance_type="process", region="this-machine", price_on_demand=0.0)
+        return ChosenOffer(instance_type="process", region="this-machine", price_on_demand=0.0)
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: Callable[..., None]) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: EventSink) -> None:
         self.api = ProcessCloud()
-
-    def run_dir(self, spec: PoolSpec, node: int) -> str:
-        assert self.api is not None
-        return os.path.join(self.api.root, "run")
 
     def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
         return local_bootstrap_context()  # this machine's Python and uv; a cloud keeps the default
@@ -179,8 +195,11 @@ class DelayedDriver(CloudProvider[Delayed]):
         for instance_id in instance_ids:
             self.api.delete(instance_id)
 
+    def console_output(self, instance_id: str) -> str:  # the ConsoleOutput ability
+        return self.api.console(instance_id) if self.api is not None else ""
+
     def listed(self) -> list[str]:
-        return self.api.listed(self._labels.pool_id) if self.api is not None and self._labels else []
+        return self.api.listed(self.labels.pool_id) if self.api is not None and self.labels else []
 
     def delete_infrastructure(self) -> list[str]:
         if self.api is not None:

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from skyward.cli.model import INSTANCE, Resource
 from skyward.providers.cloud.naming import PoolMark
+from skyward.providers.resources import INSTANCE, Resource
 
 Id = TypeVar("Id", bound=Hashable)  # an instance id: DigitalOcean's int, Verda's str
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from skyward.cli.model import Removal, Resource
 from skyward.events import Notice
 from skyward.providers.cloud.marketplace import parse_pool_label, reap_reason
 from skyward.providers.protocol import EventSink
+from skyward.providers.resources import Removal, Resource
 
 Key = tuple[str, str]
 """A resource's identity across kinds: ``(kind, id)`` (a firewall and a droplet may share an id)."""

@@ -48,7 +48,15 @@ from skyward.providers.cloud.addresses import client_address, firewall_source
 from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
 from skyward.providers.cloud.naming import RUN_DIR_PREFIX, expiry
 from skyward.providers.cloud.settings import CloudSettings
-from skyward.providers.protocol import EventSink, InterruptionNotices, NodeHandle, Provider, UserDataFactory
+from skyward.providers.cloud.startup import addressless_message, console_tail, remove_local_run_dirs
+from skyward.providers.protocol import (
+    ConsoleOutput,
+    EventSink,
+    InterruptionNotices,
+    NodeHandle,
+    Provider,
+    UserDataFactory,
+)
 from skyward.providers.settings import NODE_TTL_MARGIN
 from skyward.spot import Market, NodePlan, SpotAlways, SpotNever, SpotStrategy, plan_markets
 
@@ -96,9 +104,11 @@ class Instance:
 
 
 @dataclass(frozen=True, slots=True)
-class Offer:
-    """What ``choose_offer`` decided: the machine every node gets, where, and its prices.
-    ``spot_available`` False makes ``spot='if-available'`` nodes on-demand up front."""
+class ChosenOffer:
+    """What ``choose_offer`` decided: the machine every node of this pool gets, where, and
+    its prices. ``spot_available`` False makes ``spot='if-available'`` nodes on-demand up
+    front. Not an offer table's row (:class:`skyward.providers.Offer`, what ``skyward
+    offers`` lists): one pool's decision."""
 
     instance_type: str
     region: str
@@ -156,17 +166,25 @@ class CloudProvider(Provider[CS]):
         self._context_source = context
         self._context: BootstrapContext | None = None
         self._lock = threading.Lock()
-        self._offer: Offer | None = None
+        self._offer: ChosenOffer | None = None
         self._labels: Labels | None = None
         self._plans: list[NodePlan] = []
         self._created: dict[str, str] = {}  # id -> name: everything this driver created
         self._deleted: set[str] = set()
         self._creating = False  # a create was sent: teardown must sweep for lost answers
         self._port_maps: dict[str, dict[int, int]] = {}  # instance id -> container port -> host port
+        self._run_dirs: set[str] = set()  # every run_dir handed to a node (teardown removes local ones)
+        self._pool_id = ""
+
+    @property
+    def labels(self) -> Labels | None:
+        """What every resource of this pool carries, computed by ``prepare`` (``None``
+        before it): ``listed`` finds the pool's instances by ``labels.pool_id``."""
+        return self._labels
 
     # -- the verbs a driver supplies ------------------------------------------------------
 
-    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> Offer:
+    def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         """The machine for every node (read-only calls)."""
         raise NotImplementedError(f"{type(self).__name__}.choose_offer")
 
@@ -190,7 +208,7 @@ class CloudProvider(Provider[CS]):
         """Delete what earlier pools left (``reap=True``); a failure here is a Notice, not
         a reason to fail this pool."""
 
-    def create_infrastructure(self, spec: PoolSpec, offer: Offer, labels: Labels, emit: EventSink) -> None:
+    def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: EventSink) -> None:
         """Shared pieces: a firewall admitting ``labels.ports`` from ``labels.client_cidr``
         only, keys, tags."""
 
@@ -222,6 +240,10 @@ class CloudProvider(Provider[CS]):
         return "delete them in the provider's console"
 
     def run_dir(self, spec: PoolSpec, node: int) -> str:
+        """The node's run directory (its agent's ipc sockets, its notices drop box). The
+        default, ``/tmp/skyward-<pool id>``, dies with a cloud VM; where it exists on this
+        machine after the nodes are deleted (nodes that are local processes), teardown
+        removes it, as it does any run directory named after the pool."""
         return f"{RUN_DIR_PREFIX}{spec.pool_id}"
 
     def instance_name(self, spec: PoolSpec, node: int) -> str:
@@ -306,6 +328,9 @@ class CloudProvider(Provider[CS]):
         assert self._labels is not None
         name = self.instance_name(spec, plan.node)
         run_dir = self.run_dir(spec, plan.node)
+        with self._lock:
+            self._run_dirs.add(run_dir)
+            self._pool_id = spec.pool_id
         context = self.bootstrap_context(spec, plan.market, run_dir, plan.node)
         script = user_data(plan.node, self.bind(spec), context, run_dir=run_dir, instance_id=name)
         request = NodeRequest(node=plan.node, name=name, market=plan.market, script=script)
@@ -381,6 +406,7 @@ class CloudProvider(Provider[CS]):
         offer = self._offer
         assert offer is not None
         handles: dict[int, NodeHandle] = {}
+        seen: dict[str, Instance] = {}  # each instance's last describe answer
         deadline = self._clock() + self.config.provision_timeout
         while True:
             waiting = [s for s in started if s.request.node not in handles]
@@ -391,11 +417,15 @@ class CloudProvider(Provider[CS]):
                 instance = described.get(item.instance_id) or Instance(item.instance_id, InstanceState.GONE)
                 what = f"{self.instance_noun} {item.request.name} ({item.instance_id})"
                 spot_note = " (a spot instance can be reclaimed at any time)" if item.market is Market.SPOT else ""
+                seen[item.instance_id] = instance
                 if instance.state is InstanceState.GONE:
-                    raise ProvisioningError(f"{what} disappeared while it was starting{spot_note}")
+                    raise ProvisioningError(
+                        f"{what} disappeared while it was starting{spot_note}{self._console(item.instance_id)}"
+                    )
                 if instance.state is InstanceState.STOPPED:
                     raise ProvisioningError(
                         f"{what} is {instance.status or 'stopped'!r} instead of starting{spot_note}"
+                        f"{self._console(item.instance_id)}"
                     )
                 if instance.state is not InstanceState.RUNNING or not instance.ip:
                     continue
@@ -427,13 +457,29 @@ class CloudProvider(Provider[CS]):
             if len(handles) == len(started):
                 continue
             if self._clock() > deadline:
-                late = ", ".join(s.request.name for s in started if s.request.node not in handles)
+                pending = [s for s in started if s.request.node not in handles]
+                for item in pending:
+                    last = seen.get(item.instance_id)
+                    if last is not None and last.state is InstanceState.RUNNING:  # running, but no address
+                        what = f"{self.instance_noun} {item.request.name} ({item.instance_id})"
+                        raise LaunchTimeoutError(addressless_message(what, self.running_word, type(self).__name__))
+                late = ", ".join(s.request.name for s in pending)
                 raise LaunchTimeoutError(
                     f"{self.instance_noun}s {late} were not {self.running_word} within provision_timeout="
                     f"{self.config.provision_timeout:g} s; raise {type(self.config).__name__}(provision_timeout=...) "
-                    "or try another region"
+                    "or try another region" + "".join(self._console(s.instance_id) for s in pending)
                 )
             self._sleep(self.config.poll_interval)
+
+    def _console(self, instance_id: str) -> str:
+        """The tail of the instance's console output for an error (ConsoleOutput), or ``""``."""
+        if not isinstance(self, ConsoleOutput):
+            return ""
+        try:
+            output = self.console_output(instance_id)
+        except Exception as error:  # the start-up failure is what the user must read
+            return f"\n(the console output of {instance_id} could not be read: {error})"
+        return console_tail(instance_id, output)
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -496,6 +542,9 @@ class CloudProvider(Provider[CS]):
                     self._created.setdefault(instance_id, instance_id)
                     self._deleted.discard(instance_id)  # still listed: delete it (again)
             failures += self._delete_created()
+        with self._lock:
+            run_dirs, pool_id = sorted(self._run_dirs), self._pool_id
+        failures += remove_local_run_dirs(run_dirs, pool_id)
         failures += self.delete_infrastructure()
         if failures:
             raise ProvisioningError(f"{type(self.config).__name__} teardown left things behind: " + "; ".join(failures))

@@ -1,4 +1,4 @@
-"""The shared pieces of the plugins' CLI sessions (skyward.cli.sessions)."""
+"""The shared pieces of the plugins' CLI sessions (skyward.providers.sessions)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skyward.cli.model import CredentialCheck
-from skyward.cli.sessions import config_for, credential_check, reported_as
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers import CredentialCheck, config_for, credential_check, reported_as
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ def test_accepted_credentials_need_no_fix() -> None:
 
 @given(st.integers() | st.floats(allow_nan=False) | st.text() | st.none())
 def test_a_listing_number_is_read_only_from_a_json_number(value: object) -> None:
-    from skyward.cli.model import parse_number
+    from skyward.providers import parse_number
 
     read = parse_number(value)
     if isinstance(value, int | float):

@@ -4,10 +4,9 @@ Each plugin's session (``skyward ls``/``down``/``offers``/``doctor``) opens from
 optional config of its own class, checks credentials in two steps (present, then one
 read that changes nothing), and turns its API's errors into a ``ProvisioningError``
 that says what it was doing. VastAI, RunPod, DigitalOcean and Verda had each written
-these out (``duplicates`` paired them); the plugins now call these helpers, so a rule
-(e.g. a wrong config type is a ``ConfigurationError`` naming the class wanted) holds
-for a third-party plugin too. Like :mod:`skyward.cli.model`, nothing here imports a
-CLI library.
+these out; the plugins now call these helpers, so a rule (e.g. a wrong config type is a
+``ConfigurationError`` naming the class wanted) holds for a third-party plugin too. Part
+of the provider contract (``skyward.providers``): nothing here imports a CLI library.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TypeVar
 
-from skyward.cli.model import CredentialCheck
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.resources import CredentialCheck
 
 C = TypeVar("C")
 

@@ -1,11 +1,13 @@
-"""The values the ``skyward`` command shows, and what a provider plugin gives it.
+"""What a provider plugin gives the ``skyward`` command: its resources, their removal, its
+credential check, and the hook record that opens a session.
 
 A provider plugin contributes a :class:`ProviderTools` through the
 ``skyward_provider_tools`` hook; ``open(config)`` returns a session that satisfies
-:class:`ResourceSession` and, where the provider can, :class:`OfferSource` and
-:class:`AddressSource`. Everything that crosses this seam is a frozen value, so the
-command (and a third-party provider) never depends on a provider's own API types.
-Nothing here imports a CLI library: plugins import this module without Typer.
+:class:`ResourceSession` and, where the provider can, :class:`~skyward.providers.offers.OfferSource`
+and :class:`AddressSource`. Everything that crosses this seam is a frozen value, so the
+command (and a third-party provider) never depends on a provider's own API types. These
+are part of the provider contract (``skyward.providers``), below the command: the CLI
+imports them from here, a provider never imports the CLI.
 """
 
 from __future__ import annotations
@@ -16,13 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-# The offer types live in skyward.offer_table (sky.offers uses them too); importable here as before.
-from skyward.offer_table import Offer, OfferQuery, OfferSource
-
 __all__ = [
     "FIREWALL", "INSTANCE", "INSTANCE_PROFILE", "KEY_PAIR", "ROLE", "SECURITY_GROUP", "SSH_KEY", "STARTUP_SCRIPT",
-    "TAG", "VOLUME", "AddressSource", "CredentialCheck", "Offer", "OfferQuery", "OfferSource", "ProviderTools",
-    "Removal", "Resource", "ResourceSession", "parse_time",
+    "TAG", "VOLUME", "AddressSource", "CredentialCheck", "ProviderTools", "Removal", "Resource", "ResourceSession",
+    "parse_number", "parse_time",
 ]  # fmt: skip
 
 # Kinds of resource a pool can leave; providers may add others (the command shows any).
