@@ -14,7 +14,7 @@ import zmq
 from skyward.errors import NodeLostError
 from skyward.transport import security, serialize, wire
 from skyward.transport.client import PoolClient
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 
 
 def _two_free_ports() -> int:
@@ -39,20 +39,21 @@ class FakeNode:
     mapping: the node says it bound ``remote_port`` (agent) and ``remote_port + 1``
     (worker); this machine reaches them at ``local_port`` and ``local_port + 1``."""
 
-    keys: CurveKeys
+    keys: PoolKeys
     remote_port: int
+    node: int = 0  # whose server key it holds (each node has its own)
     answer_pings: bool = True
     context: zmq.Context[zmq.Socket[bytes]] = field(default_factory=zmq.Context)
     received: list[int] = field(default_factory=list)
 
     def start(self) -> str:
         self.local_port = _two_free_ports()
-        self.auth = security.start_server_auth(self.context, self.keys.client_public)
+        self.auth = security.start_server_auth(self.context, self.keys.client.public)
         self.agent = self.context.socket(zmq.ROUTER)
         self.worker = self.context.socket(zmq.ROUTER)
         for sock, port in ((self.agent, self.local_port), (self.worker, self.local_port + 1)):
             sock.setsockopt(zmq.LINGER, 0)
-            security.configure_server(sock, self.keys.server_secret)
+            security.configure_server(sock, self.keys.node(self.node).secret)
             sock.bind(f"tcp://127.0.0.1:{port}")
         self.running = True
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -92,12 +93,12 @@ class FakeNode:
 
 
 @pytest.fixture
-def keys() -> CurveKeys:
-    return CurveKeys.generate()
+def keys() -> PoolKeys:
+    return PoolKeys()
 
 
 @pytest.fixture
-def nodes(keys: CurveKeys) -> Iterator[list[FakeNode]]:
+def nodes(keys: PoolKeys) -> Iterator[list[FakeNode]]:
     made: list[FakeNode] = []
     yield made
     for node in made:
@@ -112,7 +113,7 @@ def _task() -> list[serialize.Frame]:
 
 
 def test_a_replacement_behind_a_port_mapping_is_reached_at_its_mapped_worker_ports(
-    keys: CurveKeys, nodes: list[FakeNode]
+    keys: PoolKeys, nodes: list[FakeNode]
 ) -> None:
     first = FakeNode(keys, remote_port=16789)
     replacement = FakeNode(keys, remote_port=16789)
@@ -121,6 +122,7 @@ def test_a_replacement_behind_a_port_mapping_is_reached_at_its_mapped_worker_por
     try:
         client.connect(timeout=10)
         assert client.submit(_task()).result(timeout=10) == "ran on the fake worker"
+        keys.renew(0)  # as the pool does before it renders the replacement's user-data
         client.replace_node(0, replacement.start(), [wire.CLUSTER, wire.encode_json({})], timeout=10)
         assert client.submit(_task()).result(timeout=10) == "ran on the fake worker"
         assert len(replacement.received) == 1, "the task did not reach the replacement's worker"
@@ -129,9 +131,9 @@ def test_a_replacement_behind_a_port_mapping_is_reached_at_its_mapped_worker_por
 
 
 def test_a_computation_for_every_worker_fails_at_once_when_a_node_was_lost(
-    keys: CurveKeys, nodes: list[FakeNode]
+    keys: PoolKeys, nodes: list[FakeNode]
 ) -> None:
-    alive, silent = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789, answer_pings=False)
+    alive, silent = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789, node=1, answer_pings=False)
     nodes += [alive, silent]
     client = PoolClient([alive.start(), silent.start()], keys, lambda *_: None, node_timeout=0.5)
     try:

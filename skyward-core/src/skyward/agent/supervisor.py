@@ -23,6 +23,7 @@ import zmq
 
 import skyward
 from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
+from skyward.agent.listen import listen
 from skyward.agent.metrics import MetricsSampler
 from skyward.agent.notices import notices_dir
 from skyward.agent.processes import WorkerProcess, describe_exit
@@ -63,6 +64,11 @@ class Supervisor:
         # here, one JSON object per file; the agent forwards them to the pool.
         self.notices = Path(notices_dir(config.run_dir, config.node))
         self.last_notice_scan = 0.0
+
+    @property
+    def _who(self) -> str:
+        instance = f", instance {self.config.instance_id}" if self.config.instance_id else ""
+        return f"skyward agent (node {self.config.node}{instance})"
 
     # -- workers ------------------------------------------------------------------------
 
@@ -108,7 +114,7 @@ class Supervisor:
         os.makedirs(c.run_dir, mode=0o700, exist_ok=True)
         if c.uses_curve and not (c.server_secret and c.client_public):
             raise SystemExit("skyward agent: a tcp endpoint needs CURVE keys")
-        self.backend.bind(self.backend_endpoint)
+        listen(self.backend, self.backend_endpoint, self._who)
         os.chmod(self.backend_endpoint.removeprefix("ipc://"), 0o600)
         for index in range(c.workers):
             self._spawn(index)
@@ -131,12 +137,7 @@ class Supervisor:
             assert c.server_secret and c.client_public
             self.auth = security.start_server_auth(self.context, c.client_public.encode())
             security.configure_server(self.frontend, c.server_secret.encode())
-        bind = c.effective_bind()
-        if bind.endswith(":0"):
-            self.frontend.bind_to_random_port(bind.rsplit(":", 1)[0])
-        else:
-            self.frontend.bind(bind)
-        endpoint = self.frontend.getsockopt_string(zmq.LAST_ENDPOINT)
+        endpoint = listen(self.frontend, c.effective_bind(), self._who, ports=c.workers + 1)
         self.bound_endpoint = endpoint
         if endpoint.startswith("ipc://"):
             os.chmod(endpoint.removeprefix("ipc://"), 0o600)
@@ -203,8 +204,13 @@ class Supervisor:
             pass  # it died; its exit is handled where its pipes close
 
     def _info(self) -> dict[str, object]:
+        """What the client's handshake reads: who this agent is (node, pool and instance:
+        the client refuses an agent that is not the node it meant to reach), where its
+        workers listen, and its versions."""
         return {
             "node": self.config.node,
+            "pool_id": self.config.pool_id,
+            "instance_id": self.config.instance_id,
             "workers": self.config.workers,
             "endpoints": [self.workers[i].endpoint for i in range(self.config.workers)],
             "agent_endpoint": self.bound_endpoint,

@@ -24,6 +24,7 @@ from typing import Any
 
 import zmq
 
+from skyward.agent.listen import listen
 from skyward.agent.watch import WATCH_AFTER, SocketWatch
 from skyward.errors import AbandonedError
 from skyward.runtime.context import InstanceInfo, set_instance_info
@@ -178,12 +179,8 @@ class Worker:
         if curve is not None:
             self.auth = security.start_server_auth(self.context, curve["client_public"].encode())
             security.configure_server(self.tasks, curve["server_secret"].encode())
-        bind: str = config["bind"]
-        if bind.endswith(":0"):
-            self.tasks.bind_to_random_port(bind.rsplit(":", 1)[0])
-        else:
-            self.tasks.bind(bind)
-        self.endpoint = self.tasks.getsockopt_string(zmq.LAST_ENDPOINT)
+        who = f"skyward worker {self.info.worker} (node {self.info.node})"
+        self.endpoint = listen(self.tasks, config["bind"], who)
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()

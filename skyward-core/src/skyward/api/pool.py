@@ -55,7 +55,8 @@ from skyward.transport.client import PoolClient
 from skyward.transport.inputs import split_inputs
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
-from skyward.transport.security import CurveKeys
+from skyward.transport.handshake import NodeIdentity
+from skyward.transport.security import PoolKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 from skyward.wheels.cache import OfferedWheels
 
@@ -201,7 +202,8 @@ class ComputePool:
         self._display = create_display(self.spec.display)
         self._bus = EventBus(on_event=on_event, display=self._display)
         self._pump: _EventPump | None = None
-        self._keys = CurveKeys.generate()
+        self._keys = PoolKeys()  # a server keypair per node, made as its user-data is rendered
+        self._rendered: dict[int, str] = {}  # node -> the instance id its latest user-data names
         self._fn_pickles = serialize.FunctionPickles()  # pickled functions reused across calls
         self._client: PoolClient | None = None
         self._wheels = OfferedWheels()  # what the nodes' user-data names: sent when they ask
@@ -356,6 +358,7 @@ class ComputePool:
         from skyward.events import InfraCreated, InfraCreating, Notice
 
         self._use(candidate)
+        self._keys = PoolKeys()  # nothing a failed candidate left running answers to this one's keys
         self._candidate_clean = False
         self.emit(InfraCreating())
         if self._spot_notice is not None:
@@ -410,8 +413,8 @@ class ComputePool:
             workers=spec.workers_per_node,
             bind=bind,
             run_dir=run_dir,
-            server_secret=self._keys.server_secret.decode() if bind.startswith("tcp://") else None,
-            client_public=self._keys.client_public.decode() if bind.startswith("tcp://") else None,
+            server_secret=self._keys.node(node).secret.decode() if bind.startswith("tcp://") else None,
+            client_public=self._keys.client.public.decode() if bind.startswith("tcp://") else None,
             ttl_seconds=spec.timeout + NODE_TTL_MARGIN,
             grace_seconds=grace,
             metrics_interval=2.0 if spec.collect_metrics else 0.0,
@@ -422,6 +425,7 @@ class ComputePool:
         )
         from skyward.agent.config import ENV_VAR
 
+        self._rendered[node] = instance_id
         self._wheels.offer(context.wheels)
         steps = [*mig_steps, *((s.name, s.script) for s in self._plugin_steps)]
         steps += [("volumes", script) for script in _volume_scripts(spec.volumes)]
@@ -431,6 +435,10 @@ class ComputePool:
             extra_steps=(*context.extra_steps, *steps),
         )
         return spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
+
+    def _identity(self, node: int) -> NodeIdentity:
+        """Who must answer at node ``node``'s endpoint: what its latest user-data names."""
+        return NodeIdentity(self.spec.pool_id, node, self._rendered.get(node, ""))
 
     def _report_bootstrap(self, handle: NodeHandle, info: dict[str, Any]) -> None:
         """BootstrapCompleted for a node whose agent answered: said here, and only here,
@@ -467,6 +475,7 @@ class ComputePool:
             decoder=self._decoder,
             port_map=self._port_map(),
             wheels=self._wheels,
+            identities=[self._identity(n.node) for n in self._nodes],
         )
         infos = self._client.connect(timeout=float(self._settings.bootstrap_timeout))
         for node, info in zip(self._nodes, infos, strict=True):
@@ -554,12 +563,13 @@ class ComputePool:
         from skyward.events import Error, Notice
 
         try:
+            self._keys.renew(node)  # the replacement's own key: the node it replaces cannot answer for it
             new = driver.replace(self.spec, handle, self._user_data, self.emit)
             timeout = float(self._settings.bootstrap_timeout)
             if self._client is None or self._state != "active":
                 return
             self._mapped[node] = new
-            info = self._client.replace_node(node, new.endpoint, self._cluster, timeout)
+            info = self._client.replace_node(node, new.endpoint, self._cluster, timeout, self._identity(node))
             self._nodes[node] = new
             self._report_bootstrap(new, info)
             self.emit(Notice(message=f"node {node} replaced: {handle.instance_id} -> {new.instance_id}"))

@@ -28,14 +28,14 @@ from typing import Any
 
 import zmq
 
-from skyward.errors import AbandonedError, NodeLostError, ProvisioningError, WorkerDiedError
+from skyward.errors import AbandonedError, NodeIdentityError, NodeLostError, ProvisioningError, WorkerDiedError
 from skyward.transport import handshake, security, serialize, wire
 from skyward.transport.completion import BatchResult, Completion
 from skyward.transport.dispatcher import CancelOutcome, Dispatcher, WorkerKey
 from skyward.transport.handshake import worker_endpoint
 from skyward.transport.inputs import Feeder
 from skyward.transport.results import RemoteTraceback, ResultDecoder
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream, StreamChannel
 
 __all__ = [
@@ -73,10 +73,13 @@ class _Worker:
 
 
 class _Node:
-    def __init__(self, index: int, endpoint: str, socket: zmq.Socket[bytes]) -> None:
+    def __init__(
+        self, index: int, endpoint: str, socket: zmq.Socket[bytes], server_public: bytes | None = None
+    ) -> None:
         self.index = index
         self.endpoint = endpoint
         self.socket = socket
+        self.server_public = server_public  # this node's CURVE key: its agent's and its workers'
         self.info: dict[str, Any] | None = None
         self.workers: list[_Worker] = []
         self.last_heard = time.monotonic()
@@ -89,13 +92,14 @@ class PoolClient:
     def __init__(
         self,
         endpoints: Sequence[str],
-        keys: CurveKeys | None,
+        keys: PoolKeys | None,
         on_message: MessageHandler,
         node_timeout: float = 20.0,
         rerun_interrupted: bool = False,
         decoder: ResultDecoder | None = None,
         port_map: Callable[[int, int], str] | None = None,
         wheels: handshake.WheelSupply | None = None,
+        identities: Sequence[handshake.NodeIdentity] | None = None,
     ) -> None:
         # rerun_interrupted: the tasks of a node that gets an interruption notice run
         # again elsewhere (the pool turns it on for spot pools)
@@ -105,6 +109,8 @@ class PoolClient:
         # keep no fixed offset from the agent's); None: worker_endpoint's rule
         self._port_map = port_map
         self._wheels = wheels  # what a node that asks gets in the handshake (skyward.wheels)
+        # who must answer at each endpoint (the handshake refuses any other agent); None: unchecked
+        self._identities = list(identities) if identities is not None else None
         self._rerun_interrupted = rerun_interrupted
         self._decoder = decoder or ResultDecoder()
         self._calls: list[Callable[[], None]] = []
@@ -112,7 +118,7 @@ class PoolClient:
         self._keys = keys
         self._on_message = on_message
         self._node_timeout = node_timeout
-        self._nodes = [_Node(i, e, self._socket(zmq.DEALER, e)) for i, e in enumerate(endpoints)]
+        self._nodes = [self._new_node(i, e) for i, e in enumerate(endpoints)]
         self._wake_address = f"inproc://skyward-wake-{id(self)}"
         self._wake_pull = self._context.socket(zmq.PULL)
         self._wake_pull.bind(self._wake_address)
@@ -139,14 +145,20 @@ class PoolClient:
         self._stopped_streams: deque[int] = deque()
         self._feeders: dict[int, Feeder] = {}  # tasks with input streams: who reads them here
 
-    def _socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
+    def _new_node(self, index: int, endpoint: str) -> _Node:
+        """Node ``index``'s agent socket, with the node's current CURVE key (a replacement
+        has a new one: ``PoolKeys.renew``)."""
+        server_public = self._keys.node(index).public if self._keys is not None else None
+        return _Node(index, endpoint, self._socket(zmq.DEALER, endpoint, server_public), server_public)
+
+    def _socket(self, kind: int, endpoint: str, server_public: bytes | None) -> zmq.Socket[bytes]:
         sock = self._context.socket(kind)
         for option, value in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
             sock.setsockopt(option, value)
         if endpoint.startswith("tcp://"):
-            if self._keys is None:
+            if self._keys is None or server_public is None:
                 raise ProvisioningError(f"refusing an unencrypted tcp connection to {endpoint}")
-            security.configure_client(sock, self._keys)
+            security.configure_client(sock, server_public, self._keys.client)
         sock.connect(endpoint)
         return sock
 
@@ -163,7 +175,12 @@ class PoolClient:
                 "raise the provider's bootstrap timeout or check the node's bootstrap log"
             )
 
-        infos = handshake.hello([n.socket for n in self._nodes], describe, timeout, wheels=self._wheels)
+        shared = handshake.shared_endpoint([n.endpoint for n in self._nodes])
+        if shared is not None:
+            raise NodeIdentityError(shared)
+        infos = handshake.hello(
+            [n.socket for n in self._nodes], describe, timeout, wheels=self._wheels, expected=self._identities
+        )
         for node, info in zip(self._nodes, infos, strict=True):
             self._install(node, info)
         self._poller.register(self._wake_pull, zmq.POLLIN)
@@ -201,7 +218,7 @@ class PoolClient:
         return worker_endpoint(node.endpoint, bound, node.info.get("agent_endpoint") if node.info else None)
 
     def _open_worker(self, worker: _Worker) -> None:
-        worker.socket = self._socket(zmq.DEALER, worker.endpoint)
+        worker.socket = self._socket(zmq.DEALER, worker.endpoint, self._nodes[worker.key[0]].server_public)
         self._poller.register(worker.socket, zmq.POLLIN)
         self._by_socket[worker.socket] = worker
 
@@ -428,14 +445,17 @@ class PoolClient:
 
     def _direct_socket(self, worker: _Worker) -> zmq.Socket[bytes]:
         """This thread's own socket to ``worker`` (remade after the worker restarts)."""
-        sockets: dict[WorkerKey, tuple[int, zmq.Socket[bytes]]] = self._local.__dict__.setdefault("direct", {})
+        sockets: dict[WorkerKey, tuple[tuple[int, str, bytes | None], zmq.Socket[bytes]]]
+        sockets = self._local.__dict__.setdefault("direct", {})
+        server_public = self._nodes[worker.key[0]].server_public
+        stamp = (worker.generation, worker.endpoint, server_public)  # a replaced node: new endpoint or key
         known = sockets.get(worker.key)
-        if known is not None and known[0] == worker.generation:
+        if known is not None and known[0] == stamp:
             return known[1]
         if known is not None:
             known[1].close(linger=0)
-        sock = self._socket(zmq.DEALER, worker.endpoint)
-        sockets[worker.key] = (worker.generation, sock)
+        sock = self._socket(zmq.DEALER, worker.endpoint, server_public)
+        sockets[worker.key] = (stamp, sock)
         return sock
 
     def _worker(self, key: WorkerKey) -> _Worker:
@@ -805,16 +825,30 @@ class PoolClient:
 
         self._on_io_thread(drain)
 
-    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> dict[str, Any]:
+    def replace_node(
+        self,
+        index: int,
+        endpoint: str,
+        cluster: list[bytes],
+        timeout: float,
+        identity: handshake.NodeIdentity | None = None,
+    ) -> dict[str, Any]:
         """Swap node ``index`` for a new agent at ``endpoint`` (the provider launched a
-        replacement): the same handshake as ``connect``, then the I/O thread takes it."""
-        sock = self._socket(zmq.DEALER, endpoint)
+        replacement): the same handshake as ``connect``, with node ``index``'s current key
+        and, when given, the replacement's ``identity``; then the I/O thread takes it."""
+        endpoints = [endpoint if n.index == index else n.endpoint for n in self._nodes]
+        shared = handshake.shared_endpoint(endpoints)
+        if shared is not None:
+            raise NodeIdentityError(f"the replacement of node {index}: {shared}")
+        fresh = self._new_node(index, endpoint)
+        sock = fresh.socket
 
         def describe(_silent: list[int]) -> str:
             return f"the replacement of node {index} ({endpoint}) did not answer within {timeout:g} s"
 
         try:
-            (info,) = handshake.hello([sock], describe, timeout, wheels=self._wheels)
+            expected = [identity] if identity is not None else None
+            (info,) = handshake.hello([sock], describe, timeout, wheels=self._wheels, expected=expected)
         except BaseException:
             sock.close(linger=0)
             raise
@@ -827,9 +861,8 @@ class PoolClient:
             self._poller.unregister(old.socket)
             self._by_socket.pop(old.socket, None)
             old.socket.close(linger=0)
-            node = _Node(index, endpoint, sock)
-            self._nodes[index] = node
-            self._install(node, info)
+            self._nodes[index] = fresh
+            self._install(fresh, info)
             sock.send_multipart(cluster)
             done.set()
 

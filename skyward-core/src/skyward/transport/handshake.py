@@ -12,17 +12,27 @@ HELLO with ``NEED`` and the sha256 of each wheel until they arrive; ``hello`` se
 (``wheels``: sha256s -> bytes) and goes on saying HELLO until the agent answers INFO on
 the same endpoint. A node that refuses them (``REFUSED``: not the bytes its user-data
 names) ends the handshake with ``WheelRefusedError``.
+
+Each INFO says which agent answered (its node index, pool id and instance id); the client
+refuses one that is not the node it expects (``NodeIdentityError``), and refuses two nodes
+given one endpoint before connecting. Over tcp the per-node CURVE keys (``security``) make
+that identity cryptographic: a connection meant for node 1 cannot even complete against
+node 0's agent. Such a node never answers; when the timeout passes, the error says how
+often its address refused the node's key, which is the mark of another agent (or a proxy
+with nothing behind it yet) listening there.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
-from skyward.errors import ProvisioningError, WheelRefusedError
+from skyward.errors import NodeIdentityError, ProvisioningError, WheelRefusedError
 from skyward.transport import wire
 from skyward.wheels import stage
 
@@ -34,6 +44,74 @@ crossed the wheels on the wire and are ignored."""
 
 WheelSupply = Callable[[Sequence[str]], list[bytes]]
 """The bytes of each wheel named by its sha256, in order."""
+
+
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+LIKELY_CAUSE = (
+    "Two agents likely share one address and port (or one ipc path): a provider that runs several nodes on one "
+    "host must give each node its own address or port (the bind it passes to the user-data factory; a node also "
+    "listens on the ports right after its agent's, one per worker)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIdentity:
+    """Which agent must answer at a node's endpoint: the pool id, node index and instance
+    id that the pool put into that node's user-data (``instance_id`` "" accepts any)."""
+
+    pool_id: str
+    node: int
+    instance_id: str = ""
+
+    def describe(self) -> str:
+        instance = f", instance {self.instance_id}" if self.instance_id else ""
+        return f"node {self.node} of pool {self.pool_id}{instance}"
+
+
+def identity_mismatch(expected: NodeIdentity, info: Mapping[str, Any], endpoint: str) -> str | None:
+    """Why the agent whose INFO is ``info`` is not the node ``expected`` (pure), or None."""
+    node = info.get("node")
+    answered = NodeIdentity(
+        str(info.get("pool_id", "?")), node if isinstance(node, int) else -1, str(info.get("instance_id", ""))
+    )
+    if (answered.pool_id, answered.node) == (expected.pool_id, expected.node) and (
+        not expected.instance_id or answered.instance_id == expected.instance_id
+    ):
+        return None
+    where = f"pid {info.get('pid', '?')} on host {info.get('hostname', '?')}"
+    return (
+        f"node {expected.node}'s endpoint {endpoint} was answered by the agent of {answered.describe()} ({where}), "
+        f"not by the agent of {expected.describe()}: refused. {LIKELY_CAUSE}"
+    )
+
+
+def shared_endpoint(endpoints: Sequence[str]) -> str | None:
+    """Why these node endpoints cannot all be right (pure): two nodes with one endpoint
+    would reach one agent, which can be only one of them. None when all differ."""
+    first: dict[str, int] = {}
+    for index, endpoint in enumerate(endpoints):
+        if endpoint in first:
+            return (
+                f"nodes {first[endpoint]} and {index} were both given the endpoint {endpoint}: one agent listens "
+                f"there, and it can be only one of them. {LIKELY_CAUSE}"
+            )
+        first[endpoint] = index
+    return None
+
+
+def refusal_note(refusals: Mapping[int, int]) -> str:
+    """What silent nodes' silence means when their addresses refused their keys (pure):
+    ``refusals`` is node index -> failed CURVE handshakes at its address."""
+    refused = [f"node {node} ({count} times)" for node, count in sorted(refusals.items()) if count > 0]
+    if not refused:
+        return ""
+    return (
+        f". Something at the address of {', '.join(refused)} refused the node's CURVE key: another agent listens "
+        f"there (another node's, or another pool's), or a proxy or tunnel with no agent behind it yet. If it is "
+        f"another agent: {LIKELY_CAUSE}"
+    )
 
 
 def wheels_due(last_sent: float | None, now: float) -> bool:
@@ -68,26 +146,53 @@ def hello(
     timeout: float,
     clock: Callable[[], float] = time.monotonic,
     wheels: WheelSupply | None = None,
+    expected: Sequence[NodeIdentity] | None = None,
 ) -> list[dict[str, Any]]:
     """Each agent's INFO, in the order of ``sockets``. Raises ``ProvisioningError`` with
-    ``describe(silent indices)`` when some agent did not answer within ``timeout``."""
+    ``describe(silent indices)`` when some agent did not answer within ``timeout``, and
+    ``NodeIdentityError`` when an agent is not the one ``expected`` names for its socket."""
+    if expected is not None and len(expected) != len(sockets):
+        raise ValueError(f"hello: {len(expected)} expected identities for {len(sockets)} sockets")
+    monitors = [sock.get_monitor_socket(_HANDSHAKE_FAILED) for sock in sockets]
+    try:
+        return _hello(sockets, monitors, describe, timeout, clock, wheels, expected)
+    finally:
+        for sock, monitor in zip(sockets, monitors, strict=True):
+            sock.disable_monitor()
+            monitor.close(linger=0)
+
+
+def _hello(
+    sockets: Sequence[zmq.Socket[bytes]],
+    monitors: Sequence[zmq.Socket[bytes]],
+    describe: Callable[[list[int]], str],
+    timeout: float,
+    clock: Callable[[], float],
+    wheels: WheelSupply | None,
+    expected: Sequence[NodeIdentity] | None,
+) -> list[dict[str, Any]]:
     infos: list[dict[str, Any] | None] = [None] * len(sockets)
     sent: dict[int, float] = {}  # node index -> when its wheels were sent
+    refusals = [0] * len(sockets)  # failed handshakes at each node's address
     poller = zmq.Poller()
-    for sock in sockets:
+    for sock in (*sockets, *monitors):
         poller.register(sock, zmq.POLLIN)
     deadline = clock() + timeout
     last_hello = -HELLO_INTERVAL
     while any(info is None for info in infos):
         now = clock()
         if now > deadline:
-            raise ProvisioningError(describe([i for i, info in enumerate(infos) if info is None]))
+            silent = [i for i, info in enumerate(infos) if info is None]
+            raise ProvisioningError(describe(silent) + refusal_note({i: refusals[i] for i in silent}))
         if now - last_hello >= HELLO_INTERVAL:
             last_hello = now
             for sock, info in zip(sockets, infos, strict=True):
                 if info is None:
                     sock.send(wire.HELLO)
         for ready, _ in poller.poll(50):
+            if ready in monitors:
+                refusals[monitors.index(ready)] += _handshake_failures(ready)
+                continue
             index = next(i for i, s in enumerate(sockets) if s is ready)
             while True:
                 try:
@@ -95,7 +200,13 @@ def hello(
                 except zmq.Again:
                     break
                 if frames[0] == wire.INFO and infos[index] is None:
-                    infos[index] = wire.decode_json(frames[1])
+                    info = wire.decode_json(frames[1])
+                    if expected is not None:
+                        endpoint = ready.getsockopt_string(zmq.LAST_ENDPOINT)
+                        problem = identity_mismatch(expected[index], info, endpoint)
+                        if problem is not None:
+                            raise NodeIdentityError(problem)
+                    infos[index] = info
                 elif frames[0] == stage.NEED and infos[index] is None and wheels_due(sent.get(index), clock()):
                     sent[index] = clock()
                     ready.send_multipart([stage.WHEELS, *_wheels_for(wheels, index, frames[1])], copy=False)
@@ -103,6 +214,15 @@ def hello(
                     reason = frames[1].decode(errors="replace")
                     raise WheelRefusedError(f"node {index} refused the wheels this client sent: {reason}")
     return [info for info in infos if info is not None]
+
+
+def _handshake_failures(monitor: zmq.Socket[bytes]) -> int:
+    """How many failed-handshake events wait on ``monitor`` (read them all)."""
+    count = 0
+    while monitor.poll(0):
+        event = recv_monitor_message(monitor)
+        count += bool(event["event"] & _HANDSHAKE_FAILED)
+    return count
 
 
 def _wheels_for(wheels: WheelSupply | None, index: int, need: bytes) -> list[bytes]:
