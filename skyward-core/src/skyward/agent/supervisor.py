@@ -15,6 +15,7 @@ import platform
 import signal
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ _PING_INTERVAL = 1.0
 _NOTICE_SCAN_INTERVAL = 1.0
 _NOTICE_MAX_BYTES = 64 * 1024
 _WORKER_START_TIMEOUT = 120.0
+_EARLY_LINES = 20
 
 
 class Supervisor:
@@ -50,6 +52,9 @@ class Supervisor:
             sock.setsockopt(zmq.LINGER, 1000)
         self.backend_endpoint = f"ipc://{config.run_dir}/node-{config.node}-control.sock"
         self.workers: dict[int, WorkerProcess] = {}
+        # what workers printed before any client connected (start-up): the last lines of a
+        # worker that dies before it is ready explain the agent's exit
+        self.early_lines: dict[int, deque[str]] = {}
         self.client: bytes | None = None
         self.bound_endpoint = ""  # where the frontend listens, as bound (reported in INFO)
         self.cluster: bytes | None = None
@@ -127,12 +132,8 @@ class Supervisor:
             for worker in self.workers.values():
                 code = worker.process.poll()
                 if code is not None and not worker.ready:
-                    assert worker.process.stderr is not None
-                    _, lines, _ = worker.read(worker.process.stderr.fileno())
-                    detail = "\n".join(lines[-20:])
-                    raise SystemExit(
-                        f"skyward agent: worker {worker.index} failed to start ({describe_exit(code)}):\n{detail}"
-                    )
+                    self._flush_output(worker)
+                    self._failed_to_start(worker, code)
         if c.uses_curve:
             assert c.server_secret and c.client_public
             self.auth = security.start_server_auth(self.context, c.client_public.encode())
@@ -256,6 +257,8 @@ class Supervisor:
         return eof
 
     def _send_lines(self, worker: WorkerProcess, stream: str, lines: list[str]) -> None:
+        if lines and self.client is None:
+            self.early_lines.setdefault(worker.index, deque(maxlen=_EARLY_LINES)).extend(lines)
         if lines:
             payload = {"worker": worker.index, "stream": stream, "lines": lines, "ts": time.time()}
             self._send_client([wire.LOG, wire.encode_json(payload)])
@@ -267,6 +270,10 @@ class Supervisor:
             for stream, lines in worker.due(now):
                 self._send_lines(worker, stream, lines)
 
+    def _failed_to_start(self, worker: WorkerProcess, code: int) -> None:
+        detail = "\n".join(self.early_lines.get(worker.index, ()))
+        raise SystemExit(f"skyward agent: worker {worker.index} failed to start ({describe_exit(code)}):\n{detail}")
+
     def _on_worker_exit(self, worker: WorkerProcess) -> bool:
         try:
             code = worker.process.wait(timeout=5)
@@ -277,6 +284,8 @@ class Supervisor:
         worker.close_pipes()
         if self.stopping:
             return True
+        if not worker.ready and worker.endpoint is None:
+            self._failed_to_start(worker, code)  # its first start: restarting it would fail the same way
         cause = describe_exit(code)
         message = (
             f"worker {worker.index} on node {self.config.node} was {cause} while running this task; "

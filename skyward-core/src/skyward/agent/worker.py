@@ -180,7 +180,15 @@ class Worker:
             self.auth = security.start_server_auth(self.context, curve["client_public"].encode())
             security.configure_server(self.tasks, curve["server_secret"].encode())
         who = f"skyward worker {self.info.worker} (node {self.info.node})"
-        self.endpoint = listen(self.tasks, config["bind"], who)
+        try:
+            self.endpoint = listen(self.tasks, config["bind"], who)
+        except SystemExit:
+            # without this the process never exits: the authenticator's socket would hold
+            # the context's termination at interpreter exit
+            if self.auth is not None:
+                self.auth.stop()
+            self.context.destroy(linger=0)
+            raise
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()

@@ -101,14 +101,15 @@ def shared_endpoint(endpoints: Sequence[str]) -> str | None:
     return None
 
 
-def refusal_note(refusals: Mapping[int, int]) -> str:
+def refusal_note(refusals: Sequence[int]) -> str:
     """What silent nodes' silence means when their addresses refused their keys (pure):
-    ``refusals`` is node index -> failed CURVE handshakes at its address."""
-    refused = [f"node {node} ({count} times)" for node, count in sorted(refusals.items()) if count > 0]
+    ``refusals`` holds, for each silent node, the failed CURVE handshakes at its address."""
+    refused = [count for count in refusals if count > 0]
     if not refused:
         return ""
+    where = "its address" if len(refusals) == 1 else f"the address of {len(refused)} of them"
     return (
-        f". Something at the address of {', '.join(refused)} refused the node's CURVE key: another agent listens "
+        f". Something at {where} refused the node's CURVE key ({sum(refused)} handshakes): another agent listens "
         f"there (another node's, or another pool's), or a proxy or tunnel with no agent behind it yet. If it is "
         f"another agent: {LIKELY_CAUSE}"
     )
@@ -183,7 +184,7 @@ def _hello(
         now = clock()
         if now > deadline:
             silent = [i for i, info in enumerate(infos) if info is None]
-            raise ProvisioningError(describe(silent) + refusal_note({i: refusals[i] for i in silent}))
+            raise ProvisioningError(describe(silent) + refusal_note([refusals[i] for i in silent]))
         if now - last_hello >= HELLO_INTERVAL:
             last_hello = now
             for sock, info in zip(sockets, infos, strict=True):
