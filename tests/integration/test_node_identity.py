@@ -11,6 +11,7 @@ that are not the node it expects.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -39,6 +40,7 @@ from skyward.providers.settings import ProviderSettings
 from skyward.transport import handshake, security, wire
 from skyward.transport.handshake import NodeIdentity
 from skyward.transport.security import PoolKeys
+from skyward.wheels import stage
 
 # -- a third party's provider: nodes are host processes -------------------------------------
 
@@ -251,6 +253,26 @@ def test_an_agent_never_takes_over_an_ipc_path_another_process_listens_on(tmp_pa
     assert f"cannot listen on ipc://{path}: Address already in use (EADDRINUSE)" in result.stderr
 
 
+def test_a_wheel_stage_whose_port_is_taken_says_why_and_exits_3(tmp_path: Path) -> None:
+    port = _free_ports(1)
+    keys = PoolKeys()
+    config = {"bind": f"tcp://127.0.0.1:{port}", "node": 1, "server_secret": keys.node(1).secret.decode(),
+              "client_public": keys.client.public.decode()}  # fmt: skip
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        result = subprocess.run(
+            [sys.executable, stage.__file__, str(tmp_path / "wheels"), "", f"{'0' * 64}=a-1-py3-none-any.whl"],
+            input=json.dumps(config) + "\n", capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert result.returncode == 3
+    assert (
+        f"the wheel stage of node 1 cannot listen on tcp://127.0.0.1:{port}: Address already in use (EADDRINUSE); "
+        "another process on this host listens there"
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 # -- the handshake against agents that are not the expected node ------------------------------
 
 
@@ -335,7 +357,9 @@ def test_the_handshake_accepts_the_node_it_expects(tmp_path: Path, agents: list[
     agents.append(_FakeAgent(f"ipc://{tmp_path}/a.sock", "p-identity", node=0))
     with zmq.Context() as context:
         sock = _client_socket(context, agents[0].endpoint, None)
-        (info,) = handshake.hello([sock], lambda _: "silent", timeout=60, expected=[NodeIdentity("p-identity", 0, "hp-0")])
+        (info,) = handshake.hello(
+            [sock], lambda _: "silent", timeout=60, expected=[NodeIdentity("p-identity", 0, "hp-0")]
+        )
         sock.close()
     assert (info["node"], info["pool_id"]) == (0, "p-identity")
 

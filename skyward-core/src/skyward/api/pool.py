@@ -52,10 +52,10 @@ from skyward.providers.protocol import (
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.transport import serialize, wire
 from skyward.transport.client import PoolClient
+from skyward.transport.handshake import NodeIdentity
 from skyward.transport.inputs import split_inputs
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads, third_party_hosts
-from skyward.transport.handshake import NodeIdentity
 from skyward.transport.security import PoolKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 from skyward.wheels.cache import OfferedWheels

@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
         )
         print(
             f"skyward bootstrap: the wheel stage of node {config.get('node', '?')} cannot listen on {bind}: "
-            f"{error.strerror} ({errno.errorcode.get(error.errno, error.errno)}){hint}",
+            f"{os.strerror(error.errno or 0)} ({errno.errorcode.get(error.errno or 0, error.errno)}){hint}",
             file=sys.stderr,
         )
         socket.close(linger=0)
