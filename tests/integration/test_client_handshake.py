@@ -17,7 +17,7 @@ from deadline_support import within
 from skyward.errors import ConfigurationError, NodeLostError, ProvisioningError
 from skyward.transport import security, serialize, wire
 from skyward.transport.client import PoolClient
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 
 
 def _two_free_ports() -> int:
@@ -42,8 +42,9 @@ class FakeNode:
     mapping: the node says it bound ``remote_port`` (agent) and ``remote_port + 1``
     (worker); this machine reaches them at ``local_port`` and ``local_port + 1``."""
 
-    keys: CurveKeys
+    keys: PoolKeys
     remote_port: int
+    node: int = 0  # whose server key it holds (each node has its own)
     answer_pings: bool = True
     # while clear, the worker keeps the tasks it gets (as if running them) and answers them once set
     hold: threading.Event = field(default_factory=lambda: _set(threading.Event()))
@@ -52,12 +53,12 @@ class FakeNode:
 
     def start(self) -> str:
         self.local_port = _two_free_ports()
-        self.auth = security.start_server_auth(self.context, self.keys.client_public)
+        self.auth = security.start_server_auth(self.context, self.keys.client.public)
         self.agent = self.context.socket(zmq.ROUTER)
         self.worker = self.context.socket(zmq.ROUTER)
         for sock, port in ((self.agent, self.local_port), (self.worker, self.local_port + 1)):
             sock.setsockopt(zmq.LINGER, 0)
-            security.configure_server(sock, self.keys.server_secret)
+            security.configure_server(sock, self.keys.node(self.node).secret)
             sock.bind(f"tcp://127.0.0.1:{port}")
         self.running = True
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -113,12 +114,12 @@ def _set(event: threading.Event) -> threading.Event:
 
 
 @pytest.fixture
-def keys() -> CurveKeys:
-    return CurveKeys.generate()
+def keys() -> PoolKeys:
+    return PoolKeys()
 
 
 @pytest.fixture
-def nodes(keys: CurveKeys) -> Iterator[list[FakeNode]]:
+def nodes(keys: PoolKeys) -> Iterator[list[FakeNode]]:
     made: list[FakeNode] = []
     yield made
     for node in made:
@@ -133,7 +134,7 @@ def _task() -> list[serialize.Frame]:
 
 
 def test_a_replacement_behind_a_port_mapping_is_reached_at_its_mapped_worker_ports(
-    keys: CurveKeys, nodes: list[FakeNode]
+    keys: PoolKeys, nodes: list[FakeNode]
 ) -> None:
     first = FakeNode(keys, remote_port=16789)
     replacement = FakeNode(keys, remote_port=16789)
@@ -142,6 +143,7 @@ def test_a_replacement_behind_a_port_mapping_is_reached_at_its_mapped_worker_por
     try:
         client.connect(timeout=10)
         assert client.submit(_task()).result(timeout=10) == "ran on the fake worker"
+        keys.renew(0)  # as the pool does before it renders the replacement's user-data
         client.replace_node(0, replacement.start(), [wire.CLUSTER, wire.encode_json({})], timeout=10)
         assert client.submit(_task()).result(timeout=10) == "ran on the fake worker"
         assert len(replacement.received) == 1, "the task did not reach the replacement's worker"
@@ -150,9 +152,9 @@ def test_a_replacement_behind_a_port_mapping_is_reached_at_its_mapped_worker_por
 
 
 def test_a_computation_for_every_worker_fails_at_once_when_a_node_was_lost(
-    keys: CurveKeys, nodes: list[FakeNode]
+    keys: PoolKeys, nodes: list[FakeNode]
 ) -> None:
-    alive, silent = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789, answer_pings=False)
+    alive, silent = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789, node=1, answer_pings=False)
     nodes += [alive, silent]
     client = PoolClient([alive.start(), silent.start()], keys, lambda *_: None, node_timeout=0.5)
     try:
@@ -176,9 +178,9 @@ def test_a_computation_for_every_worker_fails_at_once_when_a_node_was_lost(
 
 
 def test_a_node_that_joins_a_live_client_takes_work_and_one_that_leaves_gives_it_back(
-    keys: CurveKeys, nodes: list[FakeNode]
+    keys: PoolKeys, nodes: list[FakeNode]
 ) -> None:
-    first, joining = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789)
+    first, joining = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789, node=1)
     nodes += [first, joining]
     client = PoolClient([first.start()], keys, lambda *_: None)
     try:
@@ -209,9 +211,9 @@ def test_a_node_that_joins_a_live_client_takes_work_and_one_that_leaves_gives_it
 
 
 def test_a_leaving_node_finishes_what_it_runs_and_fails_what_outlasts_its_drain(
-    keys: CurveKeys, nodes: list[FakeNode]
+    keys: PoolKeys, nodes: list[FakeNode]
 ) -> None:
-    stays, leaves = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789)
+    stays, leaves = FakeNode(keys, remote_port=16789), FakeNode(keys, remote_port=16789, node=1)
     nodes += [stays, leaves]
     leaves.hold.clear()
     client = PoolClient([stays.start(), leaves.start()], keys, lambda *_: None)
@@ -227,7 +229,7 @@ def test_a_leaving_node_finishes_what_it_runs_and_fails_what_outlasts_its_drain(
         within("remove_node once the node's work ended", removal.join)
         assert len(client.node_infos) == 1
 
-        joins = FakeNode(keys, remote_port=16789)
+        joins = FakeNode(keys, remote_port=16789, node=1)
         nodes.append(joins)
         joins.hold.clear()
         client.add_node(1, joins.start(), timeout=10)

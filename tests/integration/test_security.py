@@ -65,9 +65,10 @@ def test_a_client_without_the_pools_keys_is_refused(tmp_path: Path) -> None:
         worker = pool._client.worker_endpoints(0)[0]  # type: ignore[union-attr]
         assert worker.startswith("tcp://127.0.0.1:") and worker != endpoint
         keys = pool._keys
+        server_public = keys.node(0).public
         stranger_public, stranger_secret = zmq.curve_keypair()
-        stranger = (keys.server_public, stranger_public, stranger_secret)  # knows the server's public key
-        own = (keys.server_public, keys.client_public, keys.client_secret)
+        stranger = (server_public, stranger_public, stranger_secret)  # knows the server's public key
+        own = (server_public, keys.client.public, keys.client.secret)
         agent_pid = _agent_of(pool)
         # A stranger's CURVE handshake is refused by ZAP, by the agent and by the worker
         # that would run a payload; a plaintext client cannot complete a handshake at all:
@@ -122,7 +123,7 @@ def test_workers_never_see_the_nodes_keys() -> None:
 
     with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp"), display="quiet") as pool:
         env = environment() >> pool
-        secret = pool._keys.server_secret.decode()
+        secret = pool._keys.node(0).secret.decode()
     assert "SKYWARD_AGENT_CONFIG" not in env
     assert not any(secret in value for value in env.values())
 
@@ -143,7 +144,7 @@ def process_records() -> dict[str, bytes]:
 def test_a_task_cannot_read_the_server_secret_from_its_agents_process() -> None:
     with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp"), display="quiet") as pool:
         records = process_records() >> pool
-        secret = pool._keys.server_secret
+        secret = pool._keys.node(0).secret
     assert b"skyward.agent" in records.pop("agent is the agent")  # the parent read is the agent's
     assert len(secret) == 40  # z85 of a 32-byte key: the needle is the real secret
     for name, record in records.items():

@@ -38,7 +38,7 @@ def test_an_agents_info_must_list_its_workers_endpoints() -> None:
 
 def test_a_tcp_connection_without_the_pools_keys_is_refused(links: Links) -> None:
     with pytest.raises(ProvisioningError, match=r"unencrypted tcp connection to tcp://127\.0\.0\.1:9"):
-        links.socket(zmq.DEALER, "tcp://127.0.0.1:9")
+        links.socket(zmq.DEALER, "tcp://127.0.0.1:9", None)
 
 
 def test_nodes_come_in_index_order_whatever_joined_or_left(links: Links) -> None:

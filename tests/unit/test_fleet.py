@@ -154,7 +154,9 @@ class _Link:
     def drain_node(self, index: int) -> None:
         self.drained.append(index)
 
-    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> dict[str, object]:
+    def replace_node(
+        self, index: int, endpoint: str, cluster: list[bytes], timeout: float, identity: object = None
+    ) -> dict[str, object]:
         if self.fails:
             raise TimeoutError(f"the replacement of node {index} did not answer")
         self.replaced.append((index, endpoint, cluster, timeout))

@@ -35,17 +35,17 @@ from skyward.providers.cloud.marketplace_start import (
     start_command_line,
 )
 from skyward.transport import handshake, wire
-from skyward.transport.security import CurveKeys, configure_client
+from skyward.transport.security import Keypair, PoolKeys, configure_client
 from skyward.wheels import loader, stage
 from skyward.wheels.cache import OfferedWheels
 
 ROOM = START_COMMAND_LIMIT * 3 // 4  # "room to spare": a quarter of VastAI's limit stays free
 
 
-def _config(keys: CurveKeys, port: int = 16789, pool: str = "sky-0123", node: int = 0) -> AgentConfig:
+def _config(keys: PoolKeys, port: int = 16789, pool: str = "sky-0123", node: int = 0) -> AgentConfig:
     return AgentConfig(
         pool_id=pool, node=node, total_nodes=node + 1, workers=8, bind=f"tcp://0.0.0.0:{port}", run_dir="/tmp/r",
-        server_secret=keys.server_secret.decode(), client_public=keys.client_public.decode(),
+        server_secret=keys.node(node).secret.decode(), client_public=keys.client.public.decode(),
     )  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def test_the_start_command_fits_vastais_limit_with_room_for_a_large_image_from_a
         env={f"SETTING_{i}": f"a value that is not short at all {i}" for i in range(10)},
     )
     context = cloud_bootstrap_context()  # this checkout's skyward and plugins travel as wheels
-    config = _config(CurveKeys.generate(), pool="sky-" + "a" * 37, node=9999)  # the longest pool id and node
+    config = _config(PoolKeys(), pool="sky-" + "a" * 37, node=9999)  # the longest pool id and node
     script = image.bootstrap(3600, context=dataclasses.replace(context, agent_env={ENV_VAR: config.to_json()}))
     assert len(script) > START_COMMAND_LIMIT  # the script itself could never go in the command
     command = start_command(script, 86_400)
@@ -72,23 +72,23 @@ def test_the_start_command_fits_vastais_limit_with_room_for_a_large_image_from_a
 @settings(max_examples=30, deadline=None)
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=20_000))
 def test_the_start_commands_length_does_not_depend_on_the_script(body: str) -> None:
-    config = _config(CurveKeys.generate())
+    config = _config(PoolKeys())
     assert command_length(start_command(_script(config, body), 60)) == command_length(
         start_command(_script(config, ""), 60)
     )
 
 
 def test_the_start_command_names_the_script_by_sha256_and_holds_none_of_its_text() -> None:
-    keys = CurveKeys.generate()
+    keys = PoolKeys()
     script = _script(_config(keys), "echo a-marker-only-the-script-holds\n")
     line = start_command_line(script, 60)
     assert hashlib.sha256(script.encode()).hexdigest() in line
     assert "a-marker-only-the-script-holds" not in line
-    assert keys.client_secret.decode() not in line  # the client's secret never leaves the client
+    assert keys.client.secret.decode() not in line  # the client's secret never leaves the client
 
 
 def test_the_start_command_is_one_shell_line_that_needs_no_escapes() -> None:
-    command = start_command(_script(_config(CurveKeys.generate()), "true\n"), 60)
+    command = start_command(_script(_config(PoolKeys()), "true\n"), 60)
     assert command[:2] == ["bash", "-c"] and "\n" not in command[2] and "'" not in command[2]
     assert shlex.split(shlex.join(command)) == command
 
@@ -96,7 +96,7 @@ def test_the_start_command_is_one_shell_line_that_needs_no_escapes() -> None:
 def test_a_script_without_an_agent_config_is_refused() -> None:
     with pytest.raises(ValueError, match="no agent config"):
         start_command("#!/bin/sh\necho hi\n", 60)
-    config = _config(CurveKeys.generate())
+    config = _config(PoolKeys())
     assert agent_config_of(_script(config, "")) == config
 
 
@@ -116,11 +116,12 @@ def _free_port() -> int:
         return port
 
 
-def _client(keys: CurveKeys, port: int) -> Iterator[zmq.Socket[bytes]]:
+def _client(keys: PoolKeys, port: int, client: Keypair | None = None) -> Iterator[zmq.Socket[bytes]]:
+    """A client of node 0 holding ``client`` (the pool's client keypair unless given)."""
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
-    configure_client(socket, keys)
+    configure_client(socket, keys.node(0).public, client or keys.client)
     socket.connect(f"tcp://127.0.0.1:{port}")
     try:
         yield socket
@@ -136,8 +137,8 @@ def _until(done: Callable[[], bool]) -> Callable[[], float]:
 
 
 @pytest.fixture
-def keys() -> CurveKeys:
-    return CurveKeys.generate()
+def keys() -> PoolKeys:
+    return PoolKeys()
 
 
 @pytest.fixture
@@ -146,7 +147,7 @@ def port() -> int:
 
 
 @pytest.fixture
-def client(keys: CurveKeys, port: int) -> Iterator[zmq.Socket[bytes]]:
+def client(keys: PoolKeys, port: int) -> Iterator[zmq.Socket[bytes]]:
     yield from _client(keys, port)
 
 
@@ -164,7 +165,7 @@ def _loader(config: AgentConfig, target: Path, digest: str, wait: float) -> subp
 
 
 def test_the_loader_takes_the_script_its_start_command_names_and_leaves_it_executable(
-    keys: CurveKeys, port: int, client: zmq.Socket[bytes], tmp_path: Path
+    keys: PoolKeys, port: int, client: zmq.Socket[bytes], tmp_path: Path
 ) -> None:
     script = _script(_config(keys, port), "echo hi\n")
     target = tmp_path / "bootstrap.sh"
@@ -178,7 +179,7 @@ def test_the_loader_takes_the_script_its_start_command_names_and_leaves_it_execu
 
 
 def test_a_tampered_script_is_refused_by_the_loader_and_the_reason_reaches_the_client(
-    keys: CurveKeys, port: int, client: zmq.Socket[bytes], tmp_path: Path
+    keys: PoolKeys, port: int, client: zmq.Socket[bytes], tmp_path: Path
 ) -> None:
     script = _script(_config(keys, port), "echo hi\n")
     target = tmp_path / "bootstrap.sh"
@@ -190,7 +191,7 @@ def test_a_tampered_script_is_refused_by_the_loader_and_the_reason_reaches_the_c
 
 
 def test_a_loader_whose_client_never_comes_gives_up_at_its_wait_and_says_why(
-    keys: CurveKeys, port: int, tmp_path: Path
+    keys: PoolKeys, port: int, tmp_path: Path
 ) -> None:
     target = tmp_path / "bootstrap.sh"
     process = _loader(_config(keys, port, pool="sky-lonely", node=3), target, "ab" * 32, 1)
@@ -201,7 +202,7 @@ def test_a_loader_whose_client_never_comes_gives_up_at_its_wait_and_says_why(
 
 
 def test_a_restarted_container_runs_the_script_it_already_fetched_without_asking(
-    keys: CurveKeys, port: int, tmp_path: Path
+    keys: PoolKeys, port: int, tmp_path: Path
 ) -> None:
     script = _script(_config(keys, port), "echo hi\n")
     target = tmp_path / "bootstrap.sh"
@@ -213,12 +214,11 @@ def test_a_restarted_container_runs_the_script_it_already_fetched_without_asking
     assert other.read_text() == "#!/bin/sh\necho not the one\n"
 
 
-def test_a_client_with_other_keys_is_never_answered(keys: CurveKeys, port: int, tmp_path: Path) -> None:
+def test_a_client_with_other_keys_is_never_answered(keys: PoolKeys, port: int, tmp_path: Path) -> None:
     script = _script(_config(keys, port), "echo hi\n")
     target = tmp_path / "bootstrap.sh"
     process = _loader(_config(keys, port), target, hashlib.sha256(script.encode()).hexdigest(), 2)
-    stranger = dataclasses.replace(CurveKeys.generate(), server_public=keys.server_public)
-    for socket in _client(stranger, port):
+    for socket in _client(keys, port, client=Keypair.generate()):  # the right node key, a stranger's own keypair
         while process.poll() is None:  # the loader is there all along; the stranger's handshake never completes
             try:
                 socket.send(stage.WHEELS, zmq.NOBLOCK)
@@ -229,7 +229,7 @@ def test_a_client_with_other_keys_is_never_answered(keys: CurveKeys, port: int, 
 
 
 def test_the_start_command_fetches_its_script_and_runs_it(
-    keys: CurveKeys, port: int, client: zmq.Socket[bytes], tmp_path: Path
+    keys: PoolKeys, port: int, client: zmq.Socket[bytes], tmp_path: Path
 ) -> None:
     home = tmp_path / "home" / ".skyward"
     python = home / "loader" / "bin" / "python"  # a loader environment from an earlier start: reused

@@ -25,7 +25,7 @@ from skyward.errors import ProvisioningError, WheelRefusedError
 from skyward.image import BootstrapContext
 from skyward.providers.cloud.bootstrap import cloud_bootstrap_context
 from skyward.transport import handshake
-from skyward.transport.security import CurveKeys, configure_client
+from skyward.transport.security import PoolKeys, configure_client
 from skyward.wheels import stage
 from skyward.wheels.cache import (
     LocalWheel,
@@ -162,12 +162,12 @@ def test_an_editable_client_sends_wheels_and_no_node_reads_its_checkout(checkout
 
 
 def _script(context: BootstrapContext) -> str:
-    keys = CurveKeys.generate()
+    keys = PoolKeys()
     config = json.dumps(
         {
             "pool_id": "p" * 12, "node": 15, "total_nodes": 16, "workers": 8,
             "bind": "tcp://0.0.0.0:16789", "run_dir": "/tmp/skyward-run-" + "p" * 12,
-            "server_secret": keys.server_secret.decode(), "client_public": keys.client_public.decode(),
+            "server_secret": keys.node(15).secret.decode(), "client_public": keys.client.public.decode(),
             "ttl_seconds": 86400.0, "grace_seconds": 30.0, "metrics_interval": 2.0,
             "accelerators": ["A100-80GB"] * 8, "visible_devices": [], "mig_devices": 0,
             "head_addr": "127.0.0.1", "head_port": 0, "instance_id": "skyward-" + "p" * 12 + "-15",
@@ -188,14 +188,14 @@ def test_the_user_data_with_every_wheel_fits_ec2s_limit(checkout_context: Bootst
 @pytest.fixture
 def staged(tmp_path: Path) -> Iterator[tuple[zmq.Socket[bytes], dict[str, bytes], subprocess.Popen[bytes], Path]]:
     """A stage process on loopback expecting two wheels, and a client socket with the keys."""
-    keys = CurveKeys.generate()
+    keys = PoolKeys()
     wheels = {"a-1-py3-none-any.whl": b"wheel a" * 500, "b-1-py3-none-any.whl": b"wheel b" * 700}
     with zmq.Context() as probe_ctx:  # a free port on loopback
         probe = probe_ctx.socket(zmq.ROUTER)
         port = probe.bind_to_random_port("tcp://127.0.0.1")
         probe.close(linger=0)
-    config = {"bind": f"tcp://0.0.0.0:{port}", "server_secret": keys.server_secret.decode(),
-              "client_public": keys.client_public.decode()}  # fmt: skip
+    config = {"bind": f"tcp://0.0.0.0:{port}", "server_secret": keys.node(0).secret.decode(),
+              "client_public": keys.client.public.decode()}  # fmt: skip
     named = [f"{hashlib.sha256(b).hexdigest()}={n}" for n, b in wheels.items()]
     target = tmp_path / "received"
     process = subprocess.Popen(
@@ -208,7 +208,7 @@ def staged(tmp_path: Path) -> Iterator[tuple[zmq.Socket[bytes], dict[str, bytes]
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
-    configure_client(socket, keys)
+    configure_client(socket, keys.node(0).public, keys.client)  # node 0's own key
     socket.connect(f"tcp://127.0.0.1:{port}")
     try:
         yield socket, wheels, process, target

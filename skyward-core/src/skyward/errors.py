@@ -140,3 +140,10 @@ class WheelBuildError(ProvisioningError):
 class WheelRefusedError(ProvisioningError):
     """A node refused the wheels the client sent: their sha256 differ from the ones its
     user-data names (the client's wheel cache changed after the node was created)."""
+
+
+class NodeIdentityError(ProvisioningError):
+    """The agent that answered at a node's endpoint is not that node's (another node's, or
+    another pool's), or two nodes were given one endpoint: typically two agents on one
+    host with one address and port. Refused rather than run: the pool would otherwise send
+    one node's work to another and return wrong results."""

@@ -21,7 +21,21 @@ CONFIG_END = "SKYWARD_AGENT_CONFIG_END"
 """The here-document delimiter; a JSON object line can never equal it."""
 READY_MARKER = "::skyward-ready"
 DEFAULT_AGENT_PORT = 16789  # what cloud providers open to the client's address only
-BIND_HOST_ENV = "SKYWARD_BIND_HOST"  # overrides the host of a tcp bind (emulated instances)
+WILDCARD_HOST = "0.0.0.0"
+BIND_HOST_ENV = "SKYWARD_BIND_HOST"
+"""The address that stands for every address of the node's machine on an emulated machine
+(``skyward.testing.instances``: one host, each instance at a loopback address of its own).
+It narrows a wildcard bind only; an address a provider chose stays as given. Not a way for
+a provider to choose where its nodes listen: that is the bind it passes to the user-data
+factory (``skyward.providers.protocol.UserDataFactory``)."""
+
+
+def narrow_wildcard(bind: str, machine_host: str) -> str:
+    """``bind`` with a wildcard host (``0.0.0.0``: every address of the machine) replaced
+    by ``machine_host`` when that is not empty (pure)."""
+    if machine_host and bind.startswith(f"tcp://{WILDCARD_HOST}:"):
+        return f"tcp://{machine_host}:{bind.rsplit(':', 1)[1]}"
+    return bind
 
 
 def node_ports(base: int, workers_per_node: int) -> tuple[int, int]:
@@ -42,9 +56,13 @@ class AgentConfig:
     """Everything a node's agent needs; it reaches the node inside the bootstrap script.
 
     ``bind`` is ``ipc:///private/dir/node.sock`` on one machine or ``tcp://host:port``
-    across machines (``port`` 0 picks a free one, reported in the ready line). With tcp,
-    ``server_secret`` and ``client_public`` (z85 CURVE keys) are required: the agent then
-    accepts only the pool's own client.
+    across machines (``port`` 0 picks a free one, reported in the ready line; otherwise
+    the workers take the ports right after it), exactly as the provider passed it to the
+    user-data factory. With tcp, ``server_secret`` (this node's own: every node has its
+    own keypair) and ``client_public`` (the pool's client, z85 CURVE keys) are required:
+    the agent then accepts only the pool's own client, and only a client that meant to
+    reach this node completes a handshake. ``pool_id``, ``node`` and ``instance_id`` are
+    the agent's identity, which its hello reports and the client checks.
     """
 
     pool_id: str
@@ -84,11 +102,9 @@ class AgentConfig:
         return AgentConfig.from_json(raw)
 
     def effective_bind(self) -> str:
-        """``bind``, with its host replaced by ``$SKYWARD_BIND_HOST`` when that is set."""
-        host = os.environ.get(BIND_HOST_ENV)
-        if host and self.bind.startswith("tcp://"):
-            return f"tcp://{host}:{self.bind.rsplit(':', 1)[1]}"
-        return self.bind
+        """``bind``, except that on an emulated machine (``$SKYWARD_BIND_HOST`` set) a
+        wildcard host becomes that machine's own address."""
+        return narrow_wildcard(self.bind, os.environ.get(BIND_HOST_ENV, ""))
 
     @property
     def uses_curve(self) -> bool:

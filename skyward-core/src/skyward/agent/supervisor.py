@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import cloudpickle
 import zmq
 
 from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
+from skyward.agent.listen import listen
 from skyward.agent.metrics import MetricsSampler
 from skyward.agent.notices import notices_dir
 from skyward.agent.processes import WorkerProcess, describe_exit
@@ -35,6 +37,7 @@ _PING_INTERVAL = 1.0
 _NOTICE_SCAN_INTERVAL = 1.0
 _NOTICE_MAX_BYTES = 64 * 1024
 _WORKER_START_TIMEOUT = 120.0
+_EARLY_LINES = 20
 
 
 class Supervisor:
@@ -51,6 +54,9 @@ class Supervisor:
             sock.setsockopt(zmq.LINGER, 1000)
         self.backend_endpoint = f"ipc://{config.run_dir}/node-{config.node}-control.sock"
         self.workers: dict[int, WorkerProcess] = {}
+        # what workers printed before any client connected (start-up): the last lines of a
+        # worker that dies before it is ready explain the agent's exit
+        self.early_lines: dict[int, deque[str]] = {}
         self.client: bytes | None = None
         self.bound_endpoint = ""  # where the frontend listens, as bound (reported in INFO)
         self.cluster: bytes | None = None
@@ -65,6 +71,11 @@ class Supervisor:
         # here, one JSON object per file; the agent forwards them to the pool.
         self.notices = Path(notices_dir(config.run_dir, config.node))
         self.last_notice_scan = 0.0
+
+    @property
+    def _who(self) -> str:
+        instance = f", instance {self.config.instance_id}" if self.config.instance_id else ""
+        return f"skyward agent (node {self.config.node}{instance})"
 
     # -- workers ------------------------------------------------------------------------
 
@@ -110,7 +121,7 @@ class Supervisor:
         os.makedirs(c.run_dir, mode=0o700, exist_ok=True)
         if c.uses_curve and not (c.server_secret and c.client_public):
             raise SystemExit("skyward agent: a tcp endpoint needs CURVE keys")
-        self.backend.bind(self.backend_endpoint)
+        listen(self.backend, self.backend_endpoint, self._who)
         os.chmod(self.backend_endpoint.removeprefix("ipc://"), 0o600)
         for index in range(c.workers):
             self._spawn(index)
@@ -123,22 +134,13 @@ class Supervisor:
             for worker in self.workers.values():
                 code = worker.process.poll()
                 if code is not None and not worker.ready:
-                    assert worker.process.stderr is not None
-                    _, lines, _ = worker.read(worker.process.stderr.fileno())
-                    detail = "\n".join(lines[-20:])
-                    raise SystemExit(
-                        f"skyward agent: worker {worker.index} failed to start ({describe_exit(code)}):\n{detail}"
-                    )
+                    self._flush_output(worker)
+                    self._failed_to_start(worker, code)
         if c.uses_curve:
             assert c.server_secret and c.client_public
             self.auth = security.start_server_auth(self.context, c.client_public.encode())
             security.configure_server(self.frontend, c.server_secret.encode())
-        bind = c.effective_bind()
-        if bind.endswith(":0"):
-            self.frontend.bind_to_random_port(bind.rsplit(":", 1)[0])
-        else:
-            self.frontend.bind(bind)
-        endpoint = self.frontend.getsockopt_string(zmq.LAST_ENDPOINT)
+        endpoint = listen(self.frontend, c.effective_bind(), self._who, ports=c.workers + 1)
         self.bound_endpoint = endpoint
         if endpoint.startswith("ipc://"):
             os.chmod(endpoint.removeprefix("ipc://"), 0o600)
@@ -205,8 +207,13 @@ class Supervisor:
             pass  # it died; its exit is handled where its pipes close
 
     def _info(self) -> dict[str, object]:
+        """What the client's handshake reads: who this agent is (node, pool and instance:
+        the client refuses an agent that is not the node it meant to reach), where its
+        workers listen, and its versions."""
         return {
             "node": self.config.node,
+            "pool_id": self.config.pool_id,
+            "instance_id": self.config.instance_id,
             "workers": self.config.workers,
             "endpoints": [self.workers[i].endpoint for i in range(self.config.workers)],
             "agent_endpoint": self.bound_endpoint,
@@ -252,6 +259,8 @@ class Supervisor:
         return eof
 
     def _send_lines(self, worker: WorkerProcess, stream: str, lines: list[str]) -> None:
+        if lines and self.client is None:
+            self.early_lines.setdefault(worker.index, deque(maxlen=_EARLY_LINES)).extend(lines)
         if lines:
             payload = {"worker": worker.index, "stream": stream, "lines": lines, "ts": time.time()}
             self._send_client([wire.LOG, wire.encode_json(payload)])
@@ -263,6 +272,10 @@ class Supervisor:
             for stream, lines in worker.due(now):
                 self._send_lines(worker, stream, lines)
 
+    def _failed_to_start(self, worker: WorkerProcess, code: int) -> None:
+        detail = "\n".join(self.early_lines.get(worker.index, ()))
+        raise SystemExit(f"skyward agent: worker {worker.index} failed to start ({describe_exit(code)}):\n{detail}")
+
     def _on_worker_exit(self, worker: WorkerProcess) -> bool:
         try:
             code = worker.process.wait(timeout=5)
@@ -273,6 +286,8 @@ class Supervisor:
         worker.close_pipes()
         if self.stopping:
             return True
+        if not worker.ready and worker.endpoint is None:
+            self._failed_to_start(worker, code)  # its first start: restarting it would fail the same way
         cause = describe_exit(code)
         message = (
             f"worker {worker.index} on node {self.config.node} was {cause} while running this task; "

@@ -24,6 +24,7 @@ from typing import Any
 
 import zmq
 
+from skyward.agent.listen import listen
 from skyward.agent.watch import WATCH_AFTER, SocketWatch
 from skyward.errors import AbandonedError, RemoteError
 from skyward.plugins.registry import get_plugin_manager
@@ -177,12 +178,16 @@ class Worker:
         if curve is not None:
             self.auth = security.start_server_auth(self.context, curve["client_public"].encode())
             security.configure_server(self.tasks, curve["server_secret"].encode())
-        bind: str = config["bind"]
-        if bind.endswith(":0"):
-            self.tasks.bind_to_random_port(bind.rsplit(":", 1)[0])
-        else:
-            self.tasks.bind(bind)
-        self.endpoint = self.tasks.getsockopt_string(zmq.LAST_ENDPOINT)
+        who = f"skyward worker {self.info.worker} (node {self.info.node})"
+        try:
+            self.endpoint = listen(self.tasks, config["bind"], who)
+        except SystemExit:
+            # without this the process never exits: the authenticator's socket would hold
+            # the context's termination at interpreter exit
+            if self.auth is not None:
+                self.auth.stop()
+            self.context.destroy(linger=0)
+            raise
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()

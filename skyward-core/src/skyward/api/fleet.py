@@ -42,6 +42,7 @@ from skyward.providers.protocol import (
     UserDataFactory,
 )
 from skyward.transport import wire
+from skyward.transport.handshake import NodeIdentity
 from skyward.transport.links import NodeInfo
 
 COST_UPDATE_INTERVAL = 10.0
@@ -60,7 +61,18 @@ class NodeLink(Protocol):
 
     def drain_node(self, index: int) -> None: ...
 
-    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> NodeInfo: ...
+    def replace_node(
+        self, index: int, endpoint: str, cluster: list[bytes], timeout: float, identity: NodeIdentity | None = None
+    ) -> NodeInfo: ...
+
+
+class NodeIdentities(Protocol):
+    """Who must answer for each node, and a fresh key for a replacement (the pool's
+    ``NodeUserData``)."""
+
+    def identity(self, node: int) -> NodeIdentity: ...
+
+    def renew(self, node: int) -> None: ...
 
 
 def bootstrap_events(driver: ProviderDriver, handle: NodeHandle, info: NodeInfo) -> list[SkywardEvent]:
@@ -93,9 +105,11 @@ class Fleet:
         bootstrap_timeout: float,
         emit: EventSink,
         active: Callable[[], bool],
+        identities: NodeIdentities | None = None,
     ) -> None:
         self._spec = spec
         self._driver = driver
+        self._identities = identities  # None: replacements keep their node's key, unchecked
         self._provider_name = provider_name
         self._region = region
         self._user_data = user_data
@@ -239,6 +253,8 @@ class Fleet:
         (live again, same index). A failure is said as an ``Error`` event; the node stays
         drained."""
         try:
+            if self._identities is not None:
+                self._identities.renew(node)  # the replacement's own key: the node it replaces cannot answer
             new = driver.replace(self._spec, handle, self._user_data, self._emit)
             link = self._link
             if link is None or not self._active():
@@ -246,7 +262,8 @@ class Fleet:
             with self._lock:
                 self._state = self._state.begin_replace(node, new)
             try:
-                info = link.replace_node(node, new.endpoint, self._cluster, self._bootstrap_timeout)
+                identity = self._identities.identity(node) if self._identities is not None else None
+                info = link.replace_node(node, new.endpoint, self._cluster, self._bootstrap_timeout, identity)
             except BaseException:
                 with self._lock:
                     self._state, _ = self._state.cancel_replace(node)

@@ -42,7 +42,7 @@ from skyward.transport.client import PoolClient
 from skyward.transport.links import NodeInfo
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 from skyward.wheels.cache import OfferedWheels
 
 
@@ -167,7 +167,7 @@ class Launcher:
         self._selection = selection
         self._emit = emit
         self._active = active
-        self.keys = CurveKeys.generate()
+        self.keys = PoolKeys()  # a server keypair per node, made as its user-data is rendered
         self.wheels = OfferedWheels()  # what the nodes' user-data names: sent when they ask
         self._steps = plugin_steps(self.candidate.spec.image)  # once, and before anything starts
         self._head_port = _free_port()
@@ -216,6 +216,7 @@ class Launcher:
 
     def _start(self, candidate: Candidate) -> Fleet:
         self.candidate = candidate
+        self.keys = PoolKeys()  # nothing a failed candidate left running answers to this one's keys
         self.user_data = self._user_data_of(candidate)
         self._clean = False
         self._emit(InfraCreating())
@@ -231,6 +232,7 @@ class Launcher:
             region=self.region,
             handles=handles,
             user_data=self.user_data,
+            identities=self.user_data,
             bootstrap_timeout=float(candidate.settings.bootstrap_timeout),
             emit=self._emit,
             active=self._active,
@@ -252,6 +254,7 @@ class Launcher:
             decoder=candidate.decoder,
             port_map=fleet.port_map(),
             wheels=self.wheels,
+            identities=[self.user_data.identity(n.node) for n in handles],
         )
         self.client = client
         fleet.attach(client)

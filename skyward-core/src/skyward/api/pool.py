@@ -40,7 +40,7 @@ from skyward.image import Image
 from skyward.providers.local import Local
 from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.transport.client import PoolClient
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 
 __all__ = ["ComputePool", "version_mismatch"]
@@ -136,7 +136,7 @@ class ComputePool:
         return self._launcher.candidate.driver
 
     @property
-    def _keys(self) -> CurveKeys:
+    def _keys(self) -> PoolKeys:
         return self._launcher.keys
 
     @property

@@ -18,7 +18,8 @@ from skyward.image import BootstrapContext, Image
 from skyward.plugins.contributions import BootstrapStep
 from skyward.plugins.registry import registry
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings
-from skyward.transport.security import CurveKeys
+from skyward.transport.handshake import NodeIdentity
+from skyward.transport.security import PoolKeys
 from skyward.wheels.cache import OfferedWheels
 
 
@@ -43,13 +44,15 @@ class NodeUserData:
     """The ``UserDataFactory`` of one candidate: renders node ``node``'s bootstrap script.
 
     The wheels a provider's context names are offered to the nodes (``OfferedWheels``):
-    the client sends them to an agent that asks in its handshake."""
+    the client sends them to an agent that asks in its handshake. Each node's script holds
+    only that node's CURVE server secret (``PoolKeys.node``), and the instance id it names
+    is the identity the handshake then requires of the agent answering for that node."""
 
     def __init__(
         self,
         spec: PoolSpec,
         settings: ProviderSettings,
-        keys: CurveKeys,
+        keys: PoolKeys,
         wheels: OfferedWheels,
         steps: Sequence[BootstrapStep],
     ) -> None:
@@ -58,6 +61,7 @@ class NodeUserData:
         self._keys = keys
         self._wheels = wheels
         self._steps = tuple(steps)
+        self._rendered: dict[int, str] = {}  # node -> the instance id its latest user-data names
 
     def __call__(
         self,
@@ -84,8 +88,8 @@ class NodeUserData:
             workers=spec.workers_per_node,
             bind=bind,
             run_dir=run_dir,
-            server_secret=self._keys.server_secret.decode() if bind.startswith("tcp://") else None,
-            client_public=self._keys.client_public.decode() if bind.startswith("tcp://") else None,
+            server_secret=self._keys.node(node).secret.decode() if bind.startswith("tcp://") else None,
+            client_public=self._keys.client.public.decode() if bind.startswith("tcp://") else None,
             ttl_seconds=spec.timeout + NODE_TTL_MARGIN,
             grace_seconds=grace,
             metrics_interval=2.0 if spec.collect_metrics else 0.0,
@@ -94,6 +98,7 @@ class NodeUserData:
             mig_devices=spec.partitions if mig else 0,
             instance_id=instance_id,
         )
+        self._rendered[node] = instance_id
         self._wheels.offer(context.wheels)
         steps = [*mig_steps, *((s.name, s.script) for s in self._steps)]
         steps += [("volumes", script) for script in volume_scripts(spec.volumes)]
@@ -105,3 +110,12 @@ class NodeUserData:
         script = spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
         self._wheels.offer_script(script)  # a container node's start command fetches it by sha256
         return script
+
+    def identity(self, node: int) -> NodeIdentity:
+        """Who must answer at node ``node``'s endpoint: what its latest user-data names."""
+        return NodeIdentity(self._spec.pool_id, node, self._rendered.get(node, ""))
+
+    def renew(self, node: int) -> None:
+        """A new server key for node ``node``, before its replacement's user-data is
+        rendered: the node it replaces cannot answer for the replacement."""
+        self._keys.renew(node)

@@ -48,7 +48,38 @@ class NodeHandle:
 
 
 class UserDataFactory(Protocol):
-    """Renders node ``node``'s bootstrap script; ``bind`` is where its agent listens."""
+    """Renders node ``node``'s bootstrap script (the pool's; a driver calls it once per node
+    it starts, and once per replacement).
+
+    ``bind`` is where the node's agent listens, as the node sees itself; the provider
+    chooses it, and the agent binds exactly that (nothing on the node overrides it):
+
+    * ``tcp://0.0.0.0:PORT``: every address of the node's machine. Right where a node is
+      a machine (or a container) of its own: a cloud VM is reached at its public address
+      through NAT or, on AWS, through an SSM tunnel ending at the VM's loopback, so no
+      one address of it would do; a marketplace container's 0.0.0.0 is its own network
+      namespace. The provider's firewall admits only the client (``agent_port`` and the
+      ports after it, :func:`skyward.agent.config.node_ports`).
+    * ``tcp://ADDRESS:PORT``: one address of the node, where nodes share a host (host
+      processes, containers on the host's network): each node needs its own address or
+      its own ports. A node listens on PORT and on the next ``workers_per_node`` ports
+      (one per worker), so on one address nodes' PORTs lie ``workers_per_node + 1``
+      apart. PORT 0 picks free ports (the agent reports its endpoint on its stdout, in
+      the line starting ``::skyward-ready``, which only a provider that reads the node's
+      stdout can see: Local).
+    * ``ipc:///path``: a unix socket, for nodes on the client's own machine (Local).
+
+    An agent that cannot bind ``bind`` (taken by another node's agent, not an address of
+    its machine) says so on stderr and exits non-zero. ``NodeHandle.endpoint`` is where
+    the client reaches that bind from outside; two nodes never share one.
+
+    ``instance_id`` is the identity the node's agent reports in the handshake; the client
+    refuses an agent whose node index, pool or instance id is not the one it expects
+    (``NodeIdentityError``). Each node also gets its own CURVE server key in its
+    user-data: render a node's user-data once per start and launch what it returned.
+    ``run_dir`` is the node's private directory for sockets and notices;
+    ``visible_devices`` pins each worker to devices (a driver that maps devices itself).
+    """
 
     def __call__(
         self,

@@ -11,7 +11,8 @@ root, inside:
   interpreter and its sources (a checkout cloned under ``/tmp``) stay visible;
 * a clean environment (nothing of the test process leaks in: no cloud credentials), with
   ``HOME`` and ``SKYWARD_HOME`` in the instance's own directory, ``SKYWARD_BIND_HOST``
-  set to its loopback address (so its agent listens there), and stub executables first
+  set to its loopback address (an agent told to listen on every address of its machine,
+  0.0.0.0, listens on that one: what 0.0.0.0 means on a machine of its own), and stub executables first
   on ``PATH`` (see ``stubs``): ``shutdown``/``poweroff`` end the instance through the
   ``terminate(instance_id)`` callback the cloud glue passes in and never this machine;
   ``apt-get`` installs nothing; ``uv`` is an offline mirror of the test environment

@@ -29,13 +29,13 @@ from skyward.transport import serialize, wire
 from skyward.transport.completion import BatchResult
 from skyward.transport.direct import DirectPath
 from skyward.transport.dispatcher import WorkerKey
-from skyward.transport.handshake import WheelSupply, worker_endpoint
+from skyward.transport.handshake import NodeIdentity, WheelSupply, worker_endpoint
 from skyward.transport.ledger import TaskLedger
 from skyward.transport.links import Links, NodeInfo, PortMap
 from skyward.transport.liveness import Liveness
 from skyward.transport.membership import Membership
 from skyward.transport.results import RemoteTraceback, ResultDecoder
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 from skyward.transport.socket_loop import MessageHandler, SocketLoop
 from skyward.transport.stream import STREAM_WINDOW, FinishHandler, RemoteStream
 from skyward.transport.streaming import Inputs, Streams
@@ -58,13 +58,14 @@ class PoolClient:
     def __init__(
         self,
         endpoints: Sequence[str],
-        keys: CurveKeys | None,
+        keys: PoolKeys | None,
         on_message: MessageHandler,
         node_timeout: float = 20.0,
         rerun_interrupted: bool = False,
         decoder: ResultDecoder | None = None,
         port_map: PortMap | None = None,
         wheels: WheelSupply | None = None,
+        identities: Sequence[NodeIdentity] | None = None,
     ) -> None:
         # rerun_interrupted: the tasks of a node that gets an interruption notice run
         # again elsewhere (the pool turns it on for spot pools)
@@ -76,7 +77,7 @@ class PoolClient:
         self._links = Links(keys, port_map)
         self._liveness = Liveness(self._ledger, self._links, node_timeout)
         self._loop = SocketLoop(self._ledger, self._links, decoder, on_message, self._liveness.heartbeat)
-        self._membership = Membership(self._ledger, self._links, self._loop, wheels)
+        self._membership = Membership(self._ledger, self._links, self._loop, wheels, identities)
         self._direct = DirectPath(self._ledger, self._links, decoder, self.submit_many, rerun_interrupted)
         self._streams = Streams(self._ledger, self._links, self._loop, decoder)
 
@@ -87,14 +88,23 @@ class PoolClient:
         thread. Returns the agents' INFO in node order."""
         return self._membership.connect(self._endpoints, timeout)
 
-    def add_node(self, index: int, endpoint: str, timeout: float, cluster: list[bytes] | None = None) -> NodeInfo:
+    def add_node(
+        self,
+        index: int,
+        endpoint: str,
+        timeout: float,
+        cluster: list[bytes] | None = None,
+        identity: NodeIdentity | None = None,
+    ) -> NodeInfo:
         """A new node joins as node ``index`` while work runs (see ``Membership.add_node``)."""
-        return self._membership.add_node(index, endpoint, timeout, cluster)
+        return self._membership.add_node(index, endpoint, timeout, cluster, identity)
 
-    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> NodeInfo:
+    def replace_node(
+        self, index: int, endpoint: str, cluster: list[bytes], timeout: float, identity: NodeIdentity | None = None
+    ) -> NodeInfo:
         """Swap node ``index`` for a new agent at ``endpoint`` (the provider launched a
         replacement): the same handshake as ``connect``, then the I/O thread takes it."""
-        return self._membership.replace_node(index, endpoint, cluster, timeout)
+        return self._membership.replace_node(index, endpoint, cluster, timeout, identity)
 
     def drain_node(self, index: int) -> None:
         """The node will go away: no new work for it; its re-runnable tasks run elsewhere."""

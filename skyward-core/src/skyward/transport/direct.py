@@ -49,14 +49,20 @@ class DirectPath:
 
     def _socket(self, worker: WorkerLink) -> zmq.Socket[bytes]:
         """This thread's own socket to ``worker`` (remade after the worker restarts)."""
-        sockets: dict[WorkerKey, tuple[int, zmq.Socket[bytes]]] = self._local.__dict__.setdefault("direct", {})
+        sockets: dict[WorkerKey, tuple[tuple[int, str, bytes | None], zmq.Socket[bytes]]]
+        sockets = self._local.__dict__.setdefault("direct", {})
+        node = self._links.nodes.get(worker.key[0])
+        server_public = node.server_public if node is not None else None
+        # a replaced node starts its workers at generation 0 again: its new endpoint or key
+        # tells its sockets from the old node's
+        stamp = (worker.generation, worker.endpoint, server_public)
         known = sockets.get(worker.key)
-        if known is not None and known[0] == worker.generation:
+        if known is not None and known[0] == stamp:
             return known[1]
         if known is not None:
             known[1].close(linger=0)
-        sock = self._links.socket(zmq.DEALER, worker.endpoint)
-        sockets[worker.key] = (worker.generation, sock)
+        sock = self._links.socket(zmq.DEALER, worker.endpoint, server_public)
+        sockets[worker.key] = (stamp, sock)
         return sock
 
     def run(self, frames: list[serialize.Frame]) -> Any:

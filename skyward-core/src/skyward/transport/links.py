@@ -22,7 +22,7 @@ from skyward.errors import NodeLostError, ProvisioningError
 from skyward.transport import security
 from skyward.transport.dispatcher import WorkerKey
 from skyward.transport.handshake import worker_endpoint
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 
 __all__ = ["Links", "NodeInfo", "NodeLink", "PortMap", "WorkerLink", "node_info"]
 
@@ -76,11 +76,14 @@ class WorkerLink:
 class NodeLink:
     """One node's agent: its socket, its handshake, its workers and its liveness."""
 
-    def __init__(self, index: int, endpoint: str, socket: zmq.Socket[bytes], info: NodeInfo) -> None:
+    def __init__(
+        self, index: int, endpoint: str, socket: zmq.Socket[bytes], info: NodeInfo, server_public: bytes | None = None
+    ) -> None:
         self.index = index
         self.endpoint = endpoint
         self.socket = socket
         self.info = info
+        self.server_public = server_public  # this node's CURVE key: its agent's and its workers'
         self.workers: list[WorkerLink] = []
         self.last_heard = time.monotonic()
         self.lost = False
@@ -91,7 +94,7 @@ class NodeLink:
 class Links:
     """The nodes this client talks to, by index, and the factory of its sockets."""
 
-    def __init__(self, keys: CurveKeys | None, port_map: PortMap | None = None) -> None:
+    def __init__(self, keys: PoolKeys | None, port_map: PortMap | None = None) -> None:
         # port_map(node, container_port): where the client reaches that port of a node
         # whose host maps container ports to other ports (the PortMapping ability of
         # container clouds: VastAI hands out random host ports, so the workers' ports
@@ -101,16 +104,23 @@ class Links:
         self._port_map = port_map
         self.nodes: dict[int, NodeLink] = {}
 
-    def socket(self, kind: int, endpoint: str) -> zmq.Socket[bytes]:
-        """A connected socket with no high-water marks and no linger; CURVE over tcp."""
+    def node_key(self, index: int) -> bytes | None:
+        """Node ``index``'s current CURVE server key (a replacement has a new one:
+        ``PoolKeys.renew``); None without keys (ipc on this machine)."""
+        return self._keys.node(index).public if self._keys is not None else None
+
+    def socket(self, kind: int, endpoint: str, server_public: bytes | None) -> zmq.Socket[bytes]:
+        """A connected socket with no high-water marks and no linger; CURVE over tcp, with
+        the key of the node it reaches (``server_public``): a connection meant for one
+        node cannot complete against another node's agent."""
         sock = self.context.socket(kind)
         for option, value in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
             sock.setsockopt(option, value)
         if endpoint.startswith("tcp://"):
-            if self._keys is None:
+            if self._keys is None or server_public is None:
                 sock.close(linger=0)
                 raise ProvisioningError(f"refusing an unencrypted tcp connection to {endpoint}")
-            security.configure_client(sock, self._keys)
+            security.configure_client(sock, server_public, self._keys.client)
         sock.connect(endpoint)
         return sock
 

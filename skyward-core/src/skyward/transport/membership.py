@@ -19,10 +19,10 @@ from collections.abc import Sequence
 
 import zmq
 
-from skyward.errors import ConfigurationError, NodeLostError, ProvisioningError
+from skyward.errors import ConfigurationError, NodeIdentityError, NodeLostError, ProvisioningError
 from skyward.transport import handshake, wire
 from skyward.transport.dispatcher import Dispatcher
-from skyward.transport.handshake import WheelSupply
+from skyward.transport.handshake import NodeIdentity, WheelSupply
 from skyward.transport.ledger import TaskLedger
 from skyward.transport.links import Links, NodeInfo, NodeLink, WorkerLink, node_info
 from skyward.transport.socket_loop import SocketLoop
@@ -36,11 +36,20 @@ _STOP_LINGER_MS = 1000  # a leaving node's socket closes at once; its STOP still
 class Membership:
     """Connects the first nodes; adds, replaces, drains and removes nodes afterwards."""
 
-    def __init__(self, ledger: TaskLedger, links: Links, loop: SocketLoop, wheels: WheelSupply | None) -> None:
+    def __init__(
+        self,
+        ledger: TaskLedger,
+        links: Links,
+        loop: SocketLoop,
+        wheels: WheelSupply | None,
+        identities: Sequence[NodeIdentity] | None = None,
+    ) -> None:
         self._ledger = ledger
         self._links = links
         self._loop = loop
         self._wheels = wheels  # what a node that asks gets in the handshake (skyward.wheels)
+        # who must answer at each first endpoint (the handshake refuses any other agent); None: unchecked
+        self._identities = list(identities) if identities is not None else None
 
     def connect(self, endpoints: Sequence[str], timeout: float) -> list[NodeInfo]:
         """Wait until every agent answers HELLO, connect to every worker, start the I/O
@@ -53,20 +62,31 @@ class Membership:
                 "raise the provider's bootstrap timeout or check the node's bootstrap log"
             )
 
-        sockets = [self._links.socket(zmq.DEALER, e) for e in endpoints]
+        shared = handshake.shared_endpoint(endpoints)
+        if shared is not None:
+            raise NodeIdentityError(shared)
+        keys = [self._links.node_key(i) for i in range(len(endpoints))]
+        sockets = [self._links.socket(zmq.DEALER, e, k) for e, k in zip(endpoints, keys, strict=True)]
         try:
-            raw = handshake.hello(sockets, describe, timeout, wheels=self._wheels)
+            raw = handshake.hello(sockets, describe, timeout, wheels=self._wheels, expected=self._identities)
             infos = [node_info(r, f"node {i} ({endpoints[i]})") for i, r in enumerate(raw)]
         except BaseException:
             for sock in sockets:
                 sock.close(linger=0)
             raise
         for index, (endpoint, sock, info) in enumerate(zip(endpoints, sockets, infos, strict=True)):
-            self._install(NodeLink(index, endpoint, sock, info))
+            self._install(NodeLink(index, endpoint, sock, info, keys[index]))
         self._loop.start()
         return infos
 
-    def add_node(self, index: int, endpoint: str, timeout: float, cluster: list[bytes] | None = None) -> NodeInfo:
+    def add_node(
+        self,
+        index: int,
+        endpoint: str,
+        timeout: float,
+        cluster: list[bytes] | None = None,
+        identity: NodeIdentity | None = None,
+    ) -> NodeInfo:
         """A new node joins the pool as node ``index`` while work runs: the handshake, then
         the I/O thread connects to its workers and queued work starts going there.
         ``cluster`` (a CLUSTER message), when given, is sent to it once it is in."""
@@ -76,28 +96,43 @@ class Membership:
             raise ConfigurationError(
                 f"add_node: node {index} is already in the pool; replace_node swaps it, remove_node takes it out"
             )
-        return self._join(index, endpoint, timeout, cluster, replacing=False)
+        return self._join(index, endpoint, timeout, cluster, identity, replacing=False)
 
-    def replace_node(self, index: int, endpoint: str, cluster: list[bytes], timeout: float) -> NodeInfo:
+    def replace_node(
+        self, index: int, endpoint: str, cluster: list[bytes], timeout: float, identity: NodeIdentity | None = None
+    ) -> NodeInfo:
         """Swap node ``index`` for a new agent at ``endpoint`` (the provider launched a
-        replacement): the same handshake as ``connect``, then the I/O thread takes it.
+        replacement): the same handshake as ``connect``, with node ``index``'s current key
+        and, when given, the replacement's ``identity``; then the I/O thread takes it.
         What the old node still held or was meant to run alone fails."""
-        return self._join(index, endpoint, timeout, cluster, replacing=True)
+        return self._join(index, endpoint, timeout, cluster, identity, replacing=True)
 
     def _join(
-        self, index: int, endpoint: str, timeout: float, cluster: list[bytes] | None, replacing: bool
+        self,
+        index: int,
+        endpoint: str,
+        timeout: float,
+        cluster: list[bytes] | None,
+        identity: NodeIdentity | None,
+        replacing: bool,
     ) -> NodeInfo:
         self._ledger.check_open()
         if not self._loop.running:
             raise ProvisioningError(f"node {index} cannot join a client that is not connected yet (connect first)")
         what = "the replacement of node" if replacing else "the new node"
-        sock = self._links.socket(zmq.DEALER, endpoint)
+        others = [n.endpoint for i, n in sorted(self._links.nodes.items()) if i != index]
+        shared = handshake.shared_endpoint([*others, endpoint])
+        if shared is not None:
+            raise NodeIdentityError(f"{what} {index}: {shared}")
+        key = self._links.node_key(index)
+        sock = self._links.socket(zmq.DEALER, endpoint, key)
 
         def describe(_silent: list[int]) -> str:
             return f"{what} {index} ({endpoint}) did not answer within {timeout:g} s"
 
         try:
-            (raw,) = handshake.hello([sock], describe, timeout, wheels=self._wheels)
+            expected = [identity] if identity is not None else None
+            (raw,) = handshake.hello([sock], describe, timeout, wheels=self._wheels, expected=expected)
             info = node_info(raw, f"{what} {index} ({endpoint})")
         except BaseException:
             sock.close(linger=0)
@@ -113,7 +148,7 @@ class Membership:
             else:
                 if old is not None:
                     self._close_node(old)
-                self._install(NodeLink(index, endpoint, sock, info))
+                self._install(NodeLink(index, endpoint, sock, info, key))
                 if cluster is not None:
                     sock.send_multipart(cluster)
             done.set()

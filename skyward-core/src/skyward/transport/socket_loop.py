@@ -129,7 +129,7 @@ class SocketLoop:
         self._by_socket.pop(sock, None)
 
     def open_worker(self, worker: WorkerLink) -> None:
-        worker.socket = self._links.socket(zmq.DEALER, worker.endpoint)
+        worker.socket = self._links.socket(zmq.DEALER, worker.endpoint, self._links.nodes[worker.key[0]].server_public)
         self.watch(worker.socket, worker)
 
     def close_worker(self, worker: WorkerLink) -> None:

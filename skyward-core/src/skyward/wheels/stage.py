@@ -11,12 +11,15 @@ endpoint); any other bytes are refused, the client told why (``REFUSED``), nothi
 installed, and it exits 3 (the bootstrap fails, the node shuts down).
 
 Usage: ``python stage.py DIR BIND_HOST SHA256=FILENAME ... < agent-config-line``
-(``BIND_HOST`` non-empty replaces the host of a tcp bind, as ``SKYWARD_BIND_HOST`` does
-for the agent).
+(``BIND_HOST`` non-empty replaces a wildcard host, 0.0.0.0, as ``SKYWARD_BIND_HOST`` does
+for the agent on an emulated machine). Its keys are the node's own (every node has its
+own server keypair), so only a client that meant to reach this node completes a handshake.
+A bind that fails ends it with status 3 and the address and reason on stderr.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -88,7 +91,7 @@ def main(argv: list[str]) -> int:
         # as the agent: a network endpoint is never open without the pool's keys
         print("skyward bootstrap: the wheel stage's tcp endpoint needs CURVE keys", file=sys.stderr)
         return 3
-    if bind_host and bind.startswith("tcp://"):
+    if bind_host and bind.startswith("tcp://0.0.0.0:"):
         bind = f"tcp://{bind_host}:{bind.rsplit(':', 1)[1]}"
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     auth: ThreadAuthenticator | None = None
@@ -103,7 +106,25 @@ def main(argv: list[str]) -> int:
         socket.curve_server = True
         socket.curve_secretkey = config["server_secret"].encode()
         socket.zap_domain = _ZAP_DOMAIN.encode()
-    socket.bind(bind)
+    try:
+        socket.bind(bind)
+    except zmq.ZMQError as error:
+        hint = (
+            "; another process on this host listens there (another node's agent?): a provider that runs several "
+            "nodes on one host gives each node its own address or port"
+            if error.errno == errno.EADDRINUSE
+            else ""
+        )
+        print(
+            f"skyward bootstrap: the wheel stage of node {config.get('node', '?')} cannot listen on {bind}: "
+            f"{os.strerror(error.errno or 0)} ({errno.errorcode.get(error.errno or 0, error.errno)}){hint}",
+            file=sys.stderr,
+        )
+        socket.close(linger=0)
+        if auth is not None:
+            auth.stop()
+        context.term()
+        return 3
     try:
         reason = serve(socket, expected, directory)
     finally:

@@ -249,7 +249,15 @@ class CloudProvider(Provider[CS]):
     def instance_name(self, spec: PoolSpec, node: int) -> str:
         return f"skyward-{spec.pool_id}-{node}"
 
-    def bind(self, spec: PoolSpec) -> str:
+    def bind(self, spec: PoolSpec, node: int) -> str:
+        """Where node ``node``'s agent listens, as the instance sees itself (the contract:
+        ``skyward.providers.protocol.UserDataFactory``). Every address of the instance
+        (0.0.0.0) at ``agent_port``: an instance is a machine or container of its own, and
+        the client may reach it through NAT or a tunnel that ends at its loopback, so no
+        one address of it is right. A driver whose instances share a host (host
+        processes, host networking) returns each node's own address here, and reports
+        the same address as the instance's ``ip`` (which :meth:`endpoint` uses): two
+        agents at one address and port cannot both listen, and the second one exits."""
         return f"tcp://0.0.0.0:{self.config.agent_port}"
 
     def endpoint(self, instance: Instance) -> str:
@@ -332,7 +340,7 @@ class CloudProvider(Provider[CS]):
             self._run_dirs.add(run_dir)
             self._pool_id = spec.pool_id
         context = self.bootstrap_context(spec, plan.market, run_dir, plan.node)
-        script = user_data(plan.node, self.bind(spec), context, run_dir=run_dir, instance_id=name)
+        script = user_data(plan.node, self.bind(spec, plan.node), context, run_dir=run_dir, instance_id=name)
         request = NodeRequest(node=plan.node, name=name, market=plan.market, script=script)
         return replace(request, script=self.finish_script(spec, request, self._labels))
 
