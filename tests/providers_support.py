@@ -27,7 +27,7 @@ from skyward.errors import ProvisioningError
 from skyward.image import BootstrapContext
 from skyward.providers import NODE_TTL_MARGIN, UserDataFactory
 from skyward.providers.protocol import ProviderDriver
-from skyward.transport.security import CurveKeys
+from skyward.transport.security import PoolKeys
 
 F = TypeVar("F", bound=FakeCloud)
 
@@ -62,7 +62,7 @@ def rendered_user_data(spec: Any) -> UserDataFactory:
     driver gives (apt, uv, the environment, wheels, the agent's start and environment)
     and an agent config with keys of its own, as the pool adds it: whatever the driver or
     the image put in reaches this script."""
-    keys = CurveKeys.generate()
+    keys = PoolKeys()
 
     def user_data(
         node: int,
@@ -75,7 +75,7 @@ def rendered_user_data(spec: Any) -> UserDataFactory:
     ) -> str:
         config = AgentConfig(
             pool_id=spec.pool_id, node=node, total_nodes=spec.nodes, workers=spec.workers_per_node, bind=bind,
-            run_dir=run_dir, server_secret=keys.server_secret.decode(), client_public=keys.client_public.decode(),
+            run_dir=run_dir, server_secret=keys.node(node).secret.decode(), client_public=keys.client.public.decode(),
             ttl_seconds=spec.timeout + NODE_TTL_MARGIN, visible_devices=list(visible_devices), instance_id=instance_id,
         )  # fmt: skip
         with_config = replace(context, agent_env={**context.agent_env, ENV_VAR: config.to_json()})

@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from skyward.testing.probes import Handshake, keyless_handshake, open_endpoint_problem
-from skyward.transport.security import CurveKeys, configure_server, start_server_auth
+from skyward.transport.security import PoolKeys, configure_server, start_server_auth
 
 
 @pytest.fixture
@@ -31,11 +31,11 @@ def test_a_listener_without_curve_is_reported_open(context: zmq.Context[zmq.Sock
 
 
 def test_an_agent_socket_that_wants_the_pools_keys_is_not(context: zmq.Context[zmq.Socket[bytes]]) -> None:
-    keys = CurveKeys.generate()
-    auth = start_server_auth(context, keys.client_public)
+    keys = PoolKeys()
+    auth = start_server_auth(context, keys.client.public)
     try:
         router = context.socket(zmq.ROUTER)
-        configure_server(router, keys.server_secret)
+        configure_server(router, keys.node(0).secret)
         port = router.bind_to_random_port("tcp://127.0.0.1")
         assert keyless_handshake(f"tcp://127.0.0.1:{port}") is Handshake.REFUSED
         assert open_endpoint_problem(f"tcp://127.0.0.1:{port}") is None
