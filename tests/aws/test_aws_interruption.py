@@ -165,7 +165,11 @@ def test_the_pool_moves_work_off_an_interrupted_node_and_replaces_it(aws: AwsWor
         emulated.moto.interrupt(victim.instance_id)
         assert sorted(f.result(timeout=60) for f in futures) == [0, 1]  # whichever run finished first
         caller.join(timeout=60)
-        assert direct == [(9, 1 - lost)]  # the >> call ran again on the other node
+        # the >> call ran again: on the other node, or on the replacement when it answered
+        # before the other node's slow task ended (a loaded machine can go either way)
+        assert [value for value, _node in direct] == [9]
+        reruns = [e.line for e in events if isinstance(e, LogLine) and "traced 9 started" in e.line]
+        assert len(reruns) >= 2, f"the >> call did not start again after its node was interrupted: {reruns}"
         deadline = time.monotonic() + 60
         while pool.nodes[lost].instance_id == victim.instance_id and time.monotonic() < deadline:
             time.sleep(0.2)
