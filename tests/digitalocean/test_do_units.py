@@ -196,12 +196,13 @@ def test_capacity_errors_say_what_to_try() -> None:
     size = next(s for s in parse_sizes(SIZES, "tor1") if s.slug == "gpu-h100x1-80gb")
     exc = DigitalOceanAPIError(
         "create droplet", 422, "unprocessable_entity", "temporarily unavailable because of GPU capacity",
-        {"error_attributes": {"available_regions": ["nyc2", "atl1"]}},
+        {"id": "unprocessable_entity", "message": "temporarily unavailable because of GPU capacity"},
     )  # fmt: skip
     explained = explain_create_error(exc, size, "tor1", created=1, total=2)
     assert isinstance(explained, ProvisioningError)
     text = str(explained)
     assert "no capacity for gpu-h100x1-80gb in tor1" in text and "1 of 2 droplets" in text
+    assert "nyc2" in text and "atl1" in text  # where the size is offered, from GET /v2/sizes
     assert "another size" in text and "later" in text
     limit = DigitalOceanAPIError("create droplet", 422, "unprocessable_entity", "will exceed your droplet limit", {})
     assert "limit" in str(explain_create_error(limit, size, "tor1", 0, 1))

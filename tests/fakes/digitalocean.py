@@ -24,6 +24,30 @@ Test controls: ``fail``/``slow`` (from FakeHTTPServer), ``rate_limit``, ``capaci
 (per size and region), ``droplet_limit``, ``snapshot_delay``, ``snapshot_gigabytes``,
 and hooks ``on_running(id, user_data, ip)`` / ``on_deleted(id)`` / ``on_snapshot`` that an
 emulated-instance harness attaches to.
+
+The rules it enforces, each with its source ("spec" is DigitalOcean's OpenAPI
+specification, github.com/digitalocean/openapi, vendored in tests/fakes/specs; every
+request body is validated against its schema there, see :mod:`fakes.do_spec`):
+
+* firewall rules: ``protocol`` and ``ports`` required for every protocol, ICMP included
+  (spec resources/firewalls/models/firewall_rule.yml ``firewall_rule_base.required``);
+  ``ports`` a port, a range or "0"; a name of letters, digits, ``.`` and ``-`` starting with a letter or digit.
+* ``GET /v2/droplets``: ``type`` is ``droplets`` or ``gpus``; without ``type=gpus`` only
+  non-GPU droplets are listed; ``tag_name`` cannot be combined with ``name`` or ``type``
+  (spec resources/droplets/droplets_list.yml and parameters.yml). Whether a
+  ``tag_name`` listing includes GPU droplets is not documented; the fake takes the
+  reading that can hide them (it leaves them out), so a client must list GPU droplets too.
+* tags: letters, digits, ``_``, ``-`` and ``:``, at most 255 characters (spec tags/models/tags.yml); a
+  refused name answers 400 in the ``error_with_root_causes`` shape (spec
+  tags/responses/tags_bad_request.yml). Creating a tag that exists is not documented
+  (spec tags_create.yml lists 201 and 400); the fake answers 422, as the DigitalOcean
+  Ansible collection expects, so a client must not depend on a 201 then.
+* droplet create: the body matches ``droplet_single_create`` (spec); ``user_data`` at
+  most 64 KiB (DO's Droplet limits page); a size offered in the region and an image for
+  its accelerator vendor; a capacity refusal is 422 with DO's plain error body
+  ``{id, message, request_id}`` (spec shared/models/error.yml), no list of regions.
+* ``GET /v2/account``: ``droplet_limit`` (spec account/models/account.yml), enforced.
+* pagination: ``per_page`` 1-200, ``links.pages.next`` (spec shared/parameters.yml).
 """
 
 from __future__ import annotations
@@ -42,6 +66,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
+from fakes.do_spec import problems
 from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
 
 TOKEN = "dop_v1_fake_0123456789abcdef"
@@ -254,7 +279,7 @@ class FakeDigitalOcean(FakeCloud):
         self.firewalls: dict[str, dict[str, Any]] = {}
         self.ssh_keys: dict[int, dict[str, Any]] = {}
         self.capacity: dict[tuple[str, str], int] = {}  # (size, region) -> droplets it can still take
-        self.droplet_limit: int | None = None
+        self.droplet_limit = 25  # GET /v2/account's droplet_limit, enforced on create
         self.snapshots: dict[int, FakeSnapshot] = {}
         self.actions: dict[int, FakeAction] = {}
         self.snapshot_delay = 0.2  # seconds a snapshot action stays in-progress
@@ -313,6 +338,22 @@ class FakeDigitalOcean(FakeCloud):
                 "snapshots": [f"{s.name} ({s.id})" for s in self.snapshots.values()],
             }
 
+    def account(self) -> dict[str, Any]:
+        """As ``GET /v2/account`` answers (spec account/models/account.yml)."""
+        return {
+            "droplet_limit": self.droplet_limit, "floating_ip_limit": 3, "volume_limit": 100,
+            "email": "skyward@example.com", "name": "Skyward Tests", "uuid": "b6fr89dbf6d9156cace5f3c78dc9851d957381ef",
+            "email_verified": True, "status": "active", "status_message": "",
+            "team": {"uuid": "5df3e3004a17e242b7c20ca6c9fc25b701a47ece", "name": "My Team"},
+        }  # fmt: skip
+
+    def _invalid(self, schema: str, body: Any) -> Response | None:
+        """A 422 when ``body`` breaks the published schema (and a violation recorded)."""
+        found = problems(schema, body)
+        if not found:
+            return None
+        return self._reject(f"{schema}: {'; '.join(found)}")
+
     # -- routing --------------------------------------------------------------------------
 
     def route(self, request: Request) -> Response:
@@ -341,6 +382,8 @@ class FakeDigitalOcean(FakeCloud):
         match parts:
             case ["sizes"] if method == "GET":
                 return self._page(request, "sizes", self.sizes)
+            case ["account"] if method == "GET":
+                return Response(200, {"account": self.account()})
             case ["regions"] if method == "GET":
                 regions = [{"slug": s, "name": n, "available": True} for s, n in REGIONS.items()]
                 return self._page(request, "regions", regions)
@@ -476,10 +519,15 @@ class FakeDigitalOcean(FakeCloud):
     def _create_tag(self, request: Request) -> Response:
         body = request.json()
         name = body.get("name") if isinstance(body, dict) else None
-        if not isinstance(name, str) or not _TAG.match(name):
-            return self._reject(f"tag name {name!r}: letters, numbers, colons, dashes and underscores, 1-255 chars")
+        if problems("tag_create_request", body) or not isinstance(name, str) or not _TAG.match(name):
+            why = f"Error validating resource tag: tag-name {name!r} contains invalid characters"
+            self.violation(why)
+            # the documented 400 of tags_create (spec tags/responses/tags_bad_request.yml)
+            return Response(400, {"error": why, "messages": None, "root_causes": [f"rpc error: {why}"]})
+        if name in self.tags:
+            return _error(422, "unprocessable_entity", f"tag {name} already exists")
         self.tags.add(name)
-        return Response(201, {"tag": {"name": name, "resources": {"count": 0, "droplets": {"count": 0}}}})
+        return Response(201, {"tag": self._tag_json(name)})
 
     def _check_targets(self, rule: Mapping[str, Any], key: str) -> str | None:
         targets = rule.get(key)
@@ -504,6 +552,9 @@ class FakeDigitalOcean(FakeCloud):
         body = request.json()
         if not isinstance(body, dict):
             return self._reject("firewall body must be an object", 400, "bad_request")
+        refused = self._invalid("firewall_create_request", body)
+        if refused is not None:
+            return refused
         name = body.get("name")
         if not isinstance(name, str) or not _FIREWALL_NAME.match(name):
             return self._reject(f"firewall name {name!r}: alphanumerics first, then alphanumerics, '.' or '-'")
@@ -515,8 +566,8 @@ class FakeDigitalOcean(FakeCloud):
                 protocol = rule.get("protocol")
                 if protocol not in ("tcp", "udp", "icmp"):
                     return self._reject(f"rule protocol {protocol!r}: tcp, udp or icmp")
-                ports = rule.get("ports")
-                if protocol != "icmp" and (not isinstance(ports, str) or not _PORTS.match(ports)):
+                ports = rule.get("ports")  # required for ICMP too (firewall_rule_base.required)
+                if not isinstance(ports, str) or not _PORTS.match(ports):
                     return self._reject(f"rule ports {ports!r}: a port, a range 'a-b', or '0' for all")
                 problem = self._check_targets(rule, key)
                 if problem:
@@ -524,7 +575,7 @@ class FakeDigitalOcean(FakeCloud):
         for tag in body.get("tags") or []:
             if tag not in self.tags:
                 return self._reject(f"tag {tag!r} does not exist")
-        # DO answers with "0" as the ports of ICMP rules
+        # "For ICMP rules this parameter will always return '0'" (firewall_rule.yml)
         inbound = [{**r, "ports": "0"} if r.get("protocol") == "icmp" else r for r in inbound]
         outbound = [{**r, "ports": "0"} if r.get("protocol") == "icmp" else r for r in outbound]
         firewall_id = str(uuid.uuid4())
@@ -544,6 +595,9 @@ class FakeDigitalOcean(FakeCloud):
 
     def _create_key(self, request: Request) -> Response:
         body = request.json()
+        refused = self._invalid("ssh_key_create_request", body)
+        if refused is not None:
+            return refused
         name, public_key = body.get("name"), body.get("public_key")
         if not isinstance(name, str) or not name:
             return self._reject("an SSH key needs a name")
@@ -572,6 +626,10 @@ class FakeDigitalOcean(FakeCloud):
         body = request.json()
         if not isinstance(body, dict):
             return self._reject("droplet body must be an object", 400, "bad_request")
+        if "names" not in body:
+            refused = self._invalid("droplet_single_create_request", body)
+            if refused is not None:
+                return refused
         unknown = set(body) - _DROPLET_KEYS
         if unknown:
             return self._reject(f"unknown droplet attributes {sorted(unknown)}")
@@ -619,7 +677,7 @@ class FakeDigitalOcean(FakeCloud):
             if flag in body and not isinstance(body[flag], bool):
                 return self._reject(f"{flag} must be a boolean")
         live = [d for d in self.droplets.values() if d.status != "deleted"]
-        if self.droplet_limit is not None and len(live) >= self.droplet_limit:
+        if len(live) >= self.droplet_limit:
             return _error(
                 422, "unprocessable_entity",
                 f"creating this/these droplet(s) will exceed your droplet limit of {self.droplet_limit}",
@@ -627,11 +685,9 @@ class FakeDigitalOcean(FakeCloud):
         left = self.capacity.get((size["slug"], region))
         if left is not None:
             if left <= 0:
-                elsewhere = [r for r in size["regions"] if r != region]
                 return _error(
                     422, "unprocessable_entity",
                     "The size you selected is temporarily unavailable because of GPU capacity in this region.",
-                    error_attributes={"available_regions": elsewhere},
                 )  # fmt: skip
             self.capacity[(size["slug"], region)] = left - 1
         self.tags.update(tags)  # DO creates tags a droplet names
@@ -682,6 +738,9 @@ class FakeDigitalOcean(FakeCloud):
         if name not in self.tags:
             return _error(404, "not_found", "The resource you were accessing could not be found.")
         body = request.json()
+        refused = self._invalid("tag_assign_resources_request", body)
+        if refused is not None:
+            return refused
         resources = body.get("resources") if isinstance(body, dict) else None
         if set(body or {}) - {"resources"} or not isinstance(resources, list) or not resources:
             return self._reject('the body must be {"resources": [...]}, a non-empty list')
@@ -709,6 +768,9 @@ class FakeDigitalOcean(FakeCloud):
         if droplet is None:
             return _error(404, "not_found", "The resource you were accessing could not be found.")
         body = request.json()
+        refused = self._invalid("droplet_action_snapshot_request", body)
+        if refused is not None:
+            return refused
         if not isinstance(body, dict) or body.get("type") != "snapshot":
             return self._reject(f"droplet action {body!r}: this fake knows type 'snapshot' only")
         if set(body) - {"type", "name"}:
@@ -772,8 +834,8 @@ class FakeDigitalOcean(FakeCloud):
         if kind not in (None, "droplets", "gpus"):
             return self._reject(f"type {kind!r}: droplets or gpus")
         live = [d for d in self.droplets.values() if d.status != "deleted"]
-        if tag:
-            chosen = [d for d in live if tag in d.tags]
+        if tag:  # not documented for GPU droplets: the reading that hides them (see the module docs)
+            chosen = [d for d in live if tag in d.tags and not d.is_gpu]
         elif kind == "gpus":
             chosen = [d for d in live if d.is_gpu]
         else:  # the plain listing leaves GPU droplets out
