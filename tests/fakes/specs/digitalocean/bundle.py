@@ -24,7 +24,10 @@ PICKS: dict[str, tuple[str, str]] = {
         "resources/firewalls/firewalls_create.yml",
         "/requestBody/content/application~1json/schema",
     ),
-    "firewall_create_response": ("resources/firewalls/responses/create_firewall_response.yml", "/content/application~1json/schema"),
+    "firewall_create_response": (
+        "resources/firewalls/responses/create_firewall_response.yml",
+        "/content/application~1json/schema",
+    ),
     "droplet_single_create_request": ("resources/droplets/models/droplet_single_create.yml", ""),
     "droplet_action_snapshot_request": ("resources/droplets/models/droplet_actions.yml", "/droplet_action_snapshot"),
     "ssh_key_create_request": ("resources/ssh_keys/models/sshKeys.yml", ""),
