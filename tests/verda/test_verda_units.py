@@ -236,10 +236,10 @@ def test_host_firewall_goes_first_and_admits_the_client_only() -> None:
 def test_default_image_and_capacity_refusals() -> None:
     from skyward_verda.api import VerdaAPIError
 
-    assert pick_image(IMAGES) == "ubuntu-24.04-cuda-12.8-open-docker"
-    assert pick_image([{"image_type": "custom"}]) == "custom"
+    assert pick_image(IMAGES, "1H100.80S.30V") == "ubuntu-24.04-cuda-12.8-open-docker"
+    assert pick_image([{"image_type": "custom"}], "CPU.4V.16G") == "custom"
     with pytest.raises(ProvisioningError):
-        pick_image([])
+        pick_image([], "CPU.4V.16G")
     refusal = VerdaAPIError("deploy", 503, "service_unavailable", "Not enough resources to deploy ...")
     assert is_capacity_refusal(refusal)
     assert not is_capacity_refusal(VerdaAPIError("deploy", 400, "invalid_request", "bad hostname"))
