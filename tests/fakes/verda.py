@@ -236,7 +236,7 @@ class FakeVerda(FakeCloud):
         # (instance type, location, is_spot) -> how many more can be deployed; absent: any
         self.capacity: dict[tuple[str, str, bool], int] = {}
         self.spot_param = "is_spot"  # the one spelling of the availability endpoint's spot flag it reads
-        self.refusals: dict[str, tuple[int, str]] = {}  # instance id -> (statusCode, error) of its next action
+        self.refusals: dict[str, list[tuple[int, str]]] = {}  # instance id -> (statusCode, error) of its next actions
         self._ids = itertools.count(1)
 
     # -- test controls ------------------------------------------------------------------
@@ -268,10 +268,12 @@ class FakeVerda(FakeCloud):
             instance.history.append("discontinued")
             self.volumes[instance.os_volume_id] = "detached"
 
-    def refuse_action(self, instance_id: str, status_code: int = 409, error: str = "instance is busy") -> None:
-        """The next ``PUT /instances`` naming this instance fails for it alone (a 207)."""
+    def refuse_action(
+        self, instance_id: str, status_code: int = 409, error: str = "instance is busy", times: int = 1
+    ) -> None:
+        """The next ``times`` ``PUT /instances`` naming this instance fail for it alone (a 207)."""
         with self.lock:
-            self.refusals[instance_id] = (status_code, error)
+            self.refusals.setdefault(instance_id, []).extend([(status_code, error)] * times)
 
     def shut_down(self, instance_id: str) -> None:
         """The instance's machine powered itself off: Verda keeps it, ``offline``."""
@@ -298,7 +300,11 @@ class FakeVerda(FakeCloud):
         """What still exists (and bills, for instances and volumes)."""
         with self.lock:
             return {
-                "instances": [f"{i.hostname} ({i.status})" for i in self.instances.values() if i.status != "deleted"],
+                "instances": [  # a discontinued spot instance bills nothing (its kept volume does)
+                    f"{i.hostname} ({i.status})"
+                    for i in self.instances.values()
+                    if i.status not in ("deleted", "discontinued")
+                ],
                 "volumes": [v for v, status in self.volumes.items() if status != "deleted"],
                 "scripts": [s["name"] for s in self.scripts.values()],
                 "ssh_keys": [k["name"] for k in self.ssh_keys.values()],
@@ -597,7 +603,8 @@ class FakeVerda(FakeCloud):
             return self._reject("volume_ids must be volumes of the instances acted on")
         results: list[dict[str, Any]] = []
         for ident, instance in zip(ids, targets, strict=True):
-            refusal = self.refusals.pop(ident, None)
+            queued = self.refusals.get(ident) or []
+            refusal = queued.pop(0) if queued else None
             if instance is None or instance.status == "deleted":
                 refusal = (404, "instance not found")
             if refusal is not None:
