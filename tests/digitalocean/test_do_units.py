@@ -217,3 +217,38 @@ def test_a_test_whose_fake_recorded_a_violation_fails() -> None:
     recorded = SimpleNamespace(violations=["inbound rule open to the whole internet: 0.0.0.0/0"])
     with pytest.raises(pytest.fail.Exception, match=r"0\.0\.0\.0/0"):
         fail_on_violations(recorded, "DigitalOcean")
+
+
+# -- the firewall's documented rules ------------------------------------------------------
+
+
+@given(pool_ids, epochs, st.integers(min_value=1, max_value=65000), st.integers(min_value=0, max_value=64))
+def test_every_firewall_a_pool_sends_obeys_the_documented_rules(pool: str, expires: int, port: int, extra: int) -> None:
+    from skyward_digitalocean.firewall import firewall_body, firewall_problems
+
+    body = firewall_body(resource_name(pool, expires), pool_tag(pool, expires), "203.0.113.7/32", (port, port + extra))
+    assert firewall_problems(body) == []
+    assert all("ports" in rule for rule in [*body["inbound_rules"], *body["outbound_rules"]])
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        ({"protocol": "icmp", "sources": {"tags": ["t"]}}, "ports is required (for icmp rules too)"),
+        ({"protocol": "sctp", "ports": "1", "sources": {"tags": ["t"]}}, "protocol 'sctp'"),
+        ({"protocol": "tcp", "ports": 22, "sources": {"tags": ["t"]}}, "not a string"),
+        ({"protocol": "tcp", "ports": "70000", "sources": {"tags": ["t"]}}, "1-65535"),
+        ({"protocol": "tcp", "ports": "9-8", "sources": {"tags": ["t"]}}, "1-65535"),
+        ({"protocol": "tcp", "ports": "22", "sources": {}}, "sources is required"),
+        ({"protocol": "tcp", "ports": "22", "sources": {"cidrs": ["x"]}}, "unknown keys"),
+    ],
+)
+def test_a_firewall_rule_the_api_would_refuse_is_named(rule: dict[str, object], why: str) -> None:
+    from skyward_digitalocean.firewall import firewall_problems
+
+    (problem,) = firewall_problems({"name": "skyward-x-1", "inbound_rules": [rule]})
+    assert why in problem and problem.startswith("inbound rule 0")
+    assert firewall_problems({"name": "-x", "outbound_rules": []}) == [
+        "name '-x': letters, digits, '.' and '-', starting with a letter or digit",
+        "a firewall needs at least one inbound or outbound rule",
+    ]

@@ -235,6 +235,7 @@ class FakeVerda(FakeCloud):
         self.ssh_keys: dict[str, dict[str, str]] = {}
         # (instance type, location, is_spot) -> how many more can be deployed; absent: any
         self.capacity: dict[tuple[str, str, bool], int] = {}
+        self.balance = 100.0  # GET /balance's amount (USD)
         self.spot_param = "is_spot"  # the one spelling of the availability endpoint's spot flag it reads
         self.refusals: dict[str, list[tuple[int, str]]] = {}  # instance id -> (statusCode, error) of its next actions
         self._ids = itertools.count(1)
@@ -388,7 +389,7 @@ class FakeVerda(FakeCloud):
                     return self._reject(f"instance_type {wanted!r} does not exist")
                 return Response(200, images_for(kind))
             case ["balance"] if method == "GET":
-                return Response(200, {"amount": 100.0, "currency": "usd"})
+                return Response(200, {"amount": self.balance, "currency": "usd"})
             case ["volumes"] if method == "PUT":
                 return self._volume_action(request)
             case ["instance-availability"] if method == "GET":

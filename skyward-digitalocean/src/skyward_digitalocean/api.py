@@ -283,6 +283,10 @@ class DigitalOceanAPI:
                 found.setdefault(str(droplet.get("id")), droplet)
         return list(found.values())
 
+    def all_droplets(self) -> list[JSON]:
+        """Every droplet of the account: the plain listing, then the GPU droplets it leaves out."""
+        return [*self._pages("list droplets", self._client.droplets.list, "droplets"), *self.gpu_droplets()]
+
     def gpu_droplets(self) -> list[JSON]:
         """GPU droplets: the plain listing leaves them out unless asked with type=gpus."""
         return list(self._pages("list GPU droplets", self._client.droplets.list, "droplets", type="gpus"))

@@ -32,6 +32,7 @@ from skyward.spot import Market, NodePlan
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.baking import DropletSnapshots
 from skyward_digitalocean.config import DigitalOcean, token_from_env
+from skyward_digitalocean.firewall import firewall_body, firewall_problems
 from skyward_digitalocean.naming import (
     COMMON_TAG,
     droplet_name,
@@ -139,29 +140,13 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         self._key_id = int(key["id"])
 
     def firewall_body(self, name: str, tag: str, client_cidr: str, ports: tuple[int, int]) -> dict[str, Any]:
-        """Inbound: the node's ports (agent, then one per worker) from the client only, and anything between the pool's
-        own droplets (distributed training picks its ports at run time). Outbound: all
-        (apt, pip, uv); DO drops outbound traffic a firewall does not allow.
-
-        Every rule carries ``ports``, ICMP ones too ("0", all): DO's OpenAPI
-        ``firewall_rule_base`` requires ``protocol`` and ``ports`` for every protocol
-        (resources/firewalls/models/firewall_rule.yml, pydo marks it "Required.")."""
-        everywhere = {"addresses": ["0.0.0.0/0", "::/0"]}
-        return {
-            "name": name,
-            "inbound_rules": [
-                {"protocol": "tcp", "ports": "{}-{}".format(*ports), "sources": {"addresses": [client_cidr]}},
-                {"protocol": "tcp", "ports": "0", "sources": {"tags": [tag]}},
-                {"protocol": "udp", "ports": "0", "sources": {"tags": [tag]}},
-                {"protocol": "icmp", "ports": "0", "sources": {"tags": [tag]}},
-            ],
-            "outbound_rules": [
-                {"protocol": "tcp", "ports": "0", "destinations": everywhere},
-                {"protocol": "udp", "ports": "0", "destinations": everywhere},
-                {"protocol": "icmp", "ports": "0", "destinations": everywhere},
-            ],
-            "tags": [tag],
-        }
+        """The pool's firewall (skyward_digitalocean.firewall), checked against DO's
+        documented rules before it is sent: a body the API would refuse fails here, saying why."""
+        body = firewall_body(name, tag, client_cidr, ports)
+        problems = firewall_problems(body)
+        if problems:
+            raise ProvisioningError(f"the firewall {name} breaks DigitalOcean's rules: {'; '.join(problems)}")
+        return body
 
     def choose_size(self, spec: PoolSpec) -> DropletSize:
         """The smallest size that fits the request, if the configured region offers it.

@@ -31,6 +31,8 @@ SCRIPTS_PAGE = 100
 """``GET /scripts`` page size: paginated since 2026-03-30 with ``page`` and ``pageSize``
 (default 10, at most 100), the total in the ``X-Total-Count`` header (Verda API change
 notes, docs.verda.com/welcome-to-verda/release-notes/verda-api-changes)."""
+SCRIPTS_QUOTA = 100
+"""Startup scripts a project may hold by default (same notes; at most 1000 on request)."""
 
 
 @dataclass(frozen=True, slots=True)
