@@ -183,6 +183,10 @@ def test_the_fakes_sizes_account_and_errors_match_the_published_schemas(fake_do:
     assert problems("account", send(fake_do, "GET", "/v2/account").json()["account"]) == []
     missing = send(fake_do, "GET", "/v2/droplets/1")
     assert missing.status_code == 404 and problems("error", missing.json()) == []
+    anonymous = requests.get(f"{fake_do.url}/v2/account", timeout=5)
+    assert anonymous.status_code == 401 and anonymous.json()["id"] == "unauthorized"
+    assert problems("error", anonymous.json()) == []
+    fake_do.violations.clear()  # the missing token was on purpose
 
 
 def test_a_broken_answer_is_caught_by_the_schema_check() -> None:

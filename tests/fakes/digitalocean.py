@@ -302,7 +302,7 @@ class FakeDigitalOcean(FakeCloud):
         else:
             headers.pop("ratelimit-reset")  # else the client would wait for the reset second
         self.fail(
-            method, path, 429, {"id": "too_many_requests", "message": "API Rate limit exceeded."},
+            method, path, 429, {"id": "too_many_requests", "message": "API rate limit exceeded."},
             times=times, headers=headers,
         )  # fmt: skip
 
@@ -363,7 +363,7 @@ class FakeDigitalOcean(FakeCloud):
             return _error(404, "not_found", "The resource you were accessing could not be found.")
         if request.headers.get("authorization") != f"Bearer {self.token}":
             self.violation(f"{request.method} {request.path} without the right bearer token")
-            return _error(401, "Unauthorized", "Unable to authenticate you")
+            return _error(401, "unauthorized", "Unable to authenticate you.")  # spec shared/responses/unauthorized.yml
         if request.method in ("POST", "PUT", "PATCH") and request.body:
             if "application/json" not in request.headers.get("content-type", ""):
                 self.violation(f"{request.method} {request.path} body is not declared as JSON")

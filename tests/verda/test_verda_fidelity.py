@@ -241,3 +241,17 @@ def test_the_startup_script_quota_is_enforced(fake_verda: FakeVerda, raw: Raw) -
 def test_the_balance_reads_as_the_sdks_describe_it(api: VerdaAPI) -> None:
     balance = api.balance()
     assert isinstance(balance["amount"], float) and balance["currency"] == "usd"
+
+
+def test_the_reaper_deletes_the_volume_a_discontinued_spot_instance_of_a_dead_pool_left(
+    fake_verda: FakeVerda, api: VerdaAPI
+) -> None:
+    from skyward_verda.naming import description
+    from skyward_verda.reaper import reap_with
+
+    left = fake_verda.add_instance(hostname="sky-0000000d-0", description=description("sky-0000000d", 1900000000))
+    fake_verda.discontinue(left)
+    reaped = reap_with(api, now=1800000000.0)
+    assert [i[0] for i in reaped.instances] == [left] and reaped.failures == ()
+    assert fake_verda.volumes[fake_verda.instances[left].os_volume_id] == "deleted"
+    assert nothing_left(fake_verda) == {}
