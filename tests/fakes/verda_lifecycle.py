@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fakes.http import Request, Response
 
@@ -79,8 +79,9 @@ class VerdaLifecycle:
     refusals: dict[str, list[tuple[int, str]]]
     on_deleted: Callable[[str], None] | None
 
-    def _reject(self, why: str, status: int = 400, code: str = "invalid_request") -> Response:
-        raise NotImplementedError  # FakeVerda's: records the violation, answers Verda's error body
+    if TYPE_CHECKING:  # FakeVerda's: records the violation, answers Verda's error body
+
+        def _reject(self, why: str, status: int = 400, code: str = "invalid_request") -> Response: ...
 
     def discontinue(self, instance_id: str) -> None:
         """Verda takes a spot instance back: ``discontinued``, its OS volume kept detached
