@@ -80,3 +80,25 @@ def test_a_refused_token_is_one_line_per_provider_and_a_non_zero_exit(
     # The wrong token was sent on purpose: the fake must have seen it (and nothing else wrong).
     assert fake_do.violations and all("without the right bearer token" in v for v in fake_do.violations)
     fake_do.violations.clear()
+
+
+def test_doctor_checks_each_account_and_says_what_to_fix(
+    fake_do: FakeDigitalOcean, do_config: Any, verda_config: Any, fake_verda: Any
+) -> None:
+    app = make_app(configs={"digitalocean": do_config, "verda": verda_config})
+    healthy = runner.invoke(app, ["doctor", "--json", "-p", "digitalocean", "-p", "verda"])
+    assert healthy.exit_code == 0, healthy.output
+    checks = {p["provider"]: {c["name"]: c for c in p["checks"]} for p in json.loads(healthy.stdout)["providers"]}
+    assert set(checks["digitalocean"]) == {"account status", "droplet limit", "region", "firewall rule shape"}
+    assert checks["digitalocean"]["droplet limit"]["detail"] == "0 of 25 droplets in use"
+    assert set(checks["verda"]) == {"balance", "startup scripts"}
+    assert all(c["ok"] for provider in checks.values() for c in provider.values())
+    # the limit reached (a GPU droplet counts: the plain listing leaves it out), no credit left
+    fake_do.droplet_limit = 1
+    fake_do.add_droplet(name="gpu-box", tags=["mine"], size="gpu-h100x1-80gb")
+    fake_verda.balance = 0.0
+    broke = runner.invoke(app, ["doctor", "-p", "digitalocean", "-p", "verda"])
+    assert broke.exit_code == 1
+    assert "FAIL droplet limit: 1 of 1 droplets in use" in broke.stdout
+    assert "digitalocean: droplet limit: delete droplets you no longer need" in broke.stdout
+    assert "verda: balance: add credit in the Verda console" in broke.stdout

@@ -22,6 +22,7 @@ from skyward.cli.app import make_app, tally
 from skyward.providers import (
     INSTANCE,
     SECURITY_GROUP,
+    AccountCheck,
     CredentialCheck,
     Offer,
     OfferQuery,
@@ -182,6 +183,41 @@ def test_offers_refuses_an_unknown_accelerator_in_one_line() -> None:
     result = runner.invoke(app_for(MoonSession([])), ["offers", "Z9000"])
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Z9000" in result.stderr
+
+
+@dataclass
+class CheckedMoon(MoonSession):
+    """A provider that also checks its account: one check passes, one fails, or it cannot read."""
+
+    unreadable: bool = False
+
+    def account_checks(self) -> list[AccountCheck]:
+        if self.unreadable:
+            raise RuntimeError("the quota API timed out")
+        return [
+            AccountCheck(self.provider, "quota", True, "3 of 10 used"),
+            AccountCheck(self.provider, "balance", False, "0 USD", "add credit"),
+        ]
+
+
+def test_doctor_runs_a_providers_account_checks_and_lists_each_failed_one_as_a_fix() -> None:
+    result = runner.invoke(app_for(CheckedMoon([])), ["doctor", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert [(c["name"], c["ok"]) for c in report["providers"][0]["checks"]] == [("quota", True), ("balance", False)]
+    assert report["fixes"] == ["moon: balance: add credit"]
+    shown = runner.invoke(app_for(CheckedMoon([], unreadable=True)), ["doctor"])
+    assert shown.exit_code == 1 and "FAIL account: RuntimeError: the quota API timed out" in shown.stdout
+    assert (
+        "checks" not in json.loads(runner.invoke(app_for(MoonSession([])), ["doctor", "--json"]).stdout)["providers"][0]
+    )  # a session without the ability is not asked
+
+
+def test_a_failed_account_check_must_say_what_to_fix() -> None:
+    with pytest.raises(ValueError, match="must say what to fix"):
+        AccountCheck("moon", "quota", False, "10 of 10 used")
+    with pytest.raises(ValueError, match="name and a detail"):
+        AccountCheck("moon", "", True, "x")
 
 
 def test_doctor_says_what_to_fix_and_exits_non_zero() -> None:

@@ -196,12 +196,13 @@ def test_capacity_errors_say_what_to_try() -> None:
     size = next(s for s in parse_sizes(SIZES, "tor1") if s.slug == "gpu-h100x1-80gb")
     exc = DigitalOceanAPIError(
         "create droplet", 422, "unprocessable_entity", "temporarily unavailable because of GPU capacity",
-        {"error_attributes": {"available_regions": ["nyc2", "atl1"]}},
+        {"id": "unprocessable_entity", "message": "temporarily unavailable because of GPU capacity"},
     )  # fmt: skip
     explained = explain_create_error(exc, size, "tor1", created=1, total=2)
     assert isinstance(explained, ProvisioningError)
     text = str(explained)
     assert "no capacity for gpu-h100x1-80gb in tor1" in text and "1 of 2 droplets" in text
+    assert "nyc2" in text and "atl1" in text  # where the size is offered, from GET /v2/sizes
     assert "another size" in text and "later" in text
     limit = DigitalOceanAPIError("create droplet", 422, "unprocessable_entity", "will exceed your droplet limit", {})
     assert "limit" in str(explain_create_error(limit, size, "tor1", 0, 1))
@@ -216,3 +217,38 @@ def test_a_test_whose_fake_recorded_a_violation_fails() -> None:
     recorded = SimpleNamespace(violations=["inbound rule open to the whole internet: 0.0.0.0/0"])
     with pytest.raises(pytest.fail.Exception, match=r"0\.0\.0\.0/0"):
         fail_on_violations(recorded, "DigitalOcean")
+
+
+# -- the firewall's documented rules ------------------------------------------------------
+
+
+@given(pool_ids, epochs, st.integers(min_value=1, max_value=65000), st.integers(min_value=0, max_value=64))
+def test_every_firewall_a_pool_sends_obeys_the_documented_rules(pool: str, expires: int, port: int, extra: int) -> None:
+    from skyward_digitalocean.firewall import firewall_body, firewall_problems
+
+    body = firewall_body(resource_name(pool, expires), pool_tag(pool, expires), "203.0.113.7/32", (port, port + extra))
+    assert firewall_problems(body) == []
+    assert all("ports" in rule for rule in [*body["inbound_rules"], *body["outbound_rules"]])
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        ({"protocol": "icmp", "sources": {"tags": ["t"]}}, "ports is required (for icmp rules too)"),
+        ({"protocol": "sctp", "ports": "1", "sources": {"tags": ["t"]}}, "protocol 'sctp'"),
+        ({"protocol": "tcp", "ports": 22, "sources": {"tags": ["t"]}}, "not a string"),
+        ({"protocol": "tcp", "ports": "70000", "sources": {"tags": ["t"]}}, "1-65535"),
+        ({"protocol": "tcp", "ports": "9-8", "sources": {"tags": ["t"]}}, "1-65535"),
+        ({"protocol": "tcp", "ports": "22", "sources": {}}, "sources is required"),
+        ({"protocol": "tcp", "ports": "22", "sources": {"cidrs": ["x"]}}, "unknown keys"),
+    ],
+)
+def test_a_firewall_rule_the_api_would_refuse_is_named(rule: dict[str, object], why: str) -> None:
+    from skyward_digitalocean.firewall import firewall_problems
+
+    (problem,) = firewall_problems({"name": "skyward-x-1", "inbound_rules": [rule]})
+    assert why in problem and problem.startswith("inbound rule 0")
+    assert firewall_problems({"name": "-x", "outbound_rules": []}) == [
+        "name '-x': letters, digits, '.' and '-', starting with a letter or digit",
+        "a firewall needs at least one inbound or outbound rule",
+    ]

@@ -13,8 +13,40 @@ tokens with 401, validates request bodies, and keeps state: an instance is ``ord
 deleted (its OS volume too, when the delete names it; otherwise the volume stays).
 
 Test controls: ``fail``/``slow`` (FakeHTTPServer), ``rate_limit``, ``capacity`` (per
-instance type, location and market), ``revoke_tokens``, and the harness hooks
-``on_running(id, script, ip)`` / ``on_deleted(id)`` / ``address_for(id)``.
+instance type, location and market), ``revoke_tokens``, ``discontinue`` (Verda takes a
+spot instance back), ``refuse_action`` (one instance of a ``PUT /instances`` fails:
+a 207), ``spot_param`` (which spelling of the spot flag the availability endpoint
+reads), and the harness hooks ``on_running(id, script, ip)`` / ``on_deleted(id)`` /
+``address_for(id)``.
+
+The rules it enforces, each with its source ("notes" is Verda's API change log,
+docs.verda.com/welcome-to-verda/release-notes/verda-api-changes; "go" the official
+verdacloud-sdk-go, pkg/verda; "py" the official Python SDK, verda-cloud/sdk-python):
+
+* ``POST /instances`` needs ``location_code`` (notes 2026-03-23: 400 without it),
+  ``instance_type``, ``image``, ``hostname``, ``description`` (go ``CreateInstanceRequest``
+  validation), an image Verda offers for that instance type (``GET /images?instance_type=``,
+  py ``images.get(instance_type=)``, go ``GetImagesByInstanceType``), existing SSH keys.
+* ``GET /instance-availability``: the market flag is read under one spelling only
+  (``spot_param``: ``is_spot`` as go and the API reference, or ``isSpot`` as py), the
+  location under ``location_code`` (py #69: "according to docs ... not locationCode");
+  a client that sends only the other spelling reads on-demand availability.
+* ``PUT /instances``: ``action`` one of go's ``Action*`` constants, ``id`` a non-empty
+  list; answers 202 with one result per instance, or 207 when some failed, each
+  ``{action, instanceId, status, error?, statusCode?}`` (go ``InstanceActionResult``,
+  ``TestInstanceService_Action_207_PartialFailure``). ``volume_ids`` named on a delete
+  go to the trash (restorable 96 h, verda CLI) unless ``delete_permanently`` (py 1.20.0);
+  omitted, the OS volume goes to the trash (go: "nil omits the field (API default: OS
+  volume deleted...)"); ``[]`` keeps every volume, detached and billed.
+* a discontinued spot instance keeps its OS volume detached (``on_spot_discontinue``
+  default ``keep_detached``, py 1.20.0); ``PUT /volumes`` ``{id, action: delete,
+  is_permanent}`` deletes detached volumes (py ``volumes.delete``), refusing attached ones
+  (py: "if attached to any instances, they need to be shut-down").
+* ``GET /scripts`` is paginated: ``page``, ``pageSize`` (default 10, at most 100), headers
+  ``X-Page``, ``X-Page-Size``, ``X-Total-Count``; at most 100 scripts per project (notes
+  2026-03-30).
+* errors are ``{"code", "message"}`` (go ``APIError``); ``GET /balance`` is
+  ``{"amount", "currency"}`` (go ``Balance``).
 """
 
 from __future__ import annotations
@@ -22,16 +54,15 @@ from __future__ import annotations
 import itertools
 import re
 import secrets
-import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
 from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
+from fakes.verda_lifecycle import FakeInstance, VerdaLifecycle
+from fakes.verda_lifecycle import verda_error as _error
 
 CLIENT_ID = "verda-fake-client-id"
 CLIENT_SECRET = "verda-fake-client-secret-0123456789"
@@ -40,7 +71,7 @@ _DEPLOY_KEYS = {
     "instance_type", "image", "ssh_key_ids", "startup_script_id", "hostname", "description", "location_code",
     "os_volume", "volumes", "existing_volumes", "is_spot", "coupon", "contract", "pricing",
 }  # fmt: skip
-_ACTIONS = {"boot", "start", "shutdown", "hibernate", "restore", "delete", "force_shutdown"}
+SCRIPTS_QUOTA = 100  # startup scripts per project (notes 2026-03-30)
 
 LOCATIONS = [
     {"code": "FIN-01", "name": "Finland 1", "country_code": "FI"},
@@ -82,7 +113,7 @@ INSTANCE_TYPES = [
 ]
 
 IMAGES = [
-    {
+    {  # the account default is a CUDA image: offered for GPU types only (IMAGE_FOR)
         "id": "img-2404",
         "image_type": "ubuntu-24.04-cuda-12.8-open-docker",
         "name": "Ubuntu 24.04 + CUDA 12.8 Open + Docker",
@@ -100,58 +131,29 @@ IMAGES = [
         "is_cluster": False,
         "category": "ubuntu",
     },
+    {
+        "id": "img-2404-cpu",
+        "image_type": "ubuntu-24.04",
+        "name": "Ubuntu 24.04",
+        "details": ["Ubuntu 24.04"],
+        "is_default": False,
+        "is_cluster": False,
+        "category": "ubuntu",
+    },
 ]
+IMAGE_FOR = {  # image_type -> the instance types it is offered for ("gpu" or "cpu")
+    "ubuntu-24.04-cuda-12.8-open-docker": "gpu",
+    "ubuntu-22.04-cuda-12.4-docker": "gpu",
+    "ubuntu-24.04": "cpu",
+}
 
 
-def _error(status: int, code: str, message: str) -> Response:
-    return Response(status, {"code": code, "message": message})
+def images_for(instance_type: Mapping[str, Any]) -> list[dict[str, Any]]:
+    kind = "gpu" if instance_type["gpu"]["number_of_gpus"] else "cpu"
+    return [i for i in IMAGES if IMAGE_FOR[i["image_type"]] == kind]
 
 
-@dataclass
-class FakeInstance:
-    id: str
-    instance_type: dict[str, Any]
-    image: str
-    hostname: str
-    description: str
-    location: str
-    ssh_key_ids: list[str]
-    startup_script_id: str | None
-    is_spot: bool
-    os_volume_id: str
-    created_at: float
-    status: str = "ordered"
-    ip: str | None = None
-    history: list[str] = field(default_factory=lambda: ["ordered"])
-
-    def to_json(self) -> dict[str, Any]:
-        kind = self.instance_type
-        return {
-            "id": self.id,
-            "instance_type": kind["instance_type"],
-            "image": self.image,
-            "price_per_hour": float(kind["spot_price"] if self.is_spot else kind["price_per_hour"]),
-            "hostname": self.hostname,
-            "description": self.description,
-            "ip": self.ip,
-            "status": self.status,
-            "created_at": datetime.fromtimestamp(self.created_at, UTC).isoformat(),
-            "ssh_key_ids": list(self.ssh_key_ids),
-            "cpu": kind["cpu"],
-            "gpu": kind["gpu"],
-            "memory": kind["memory"],
-            "storage": kind["storage"],
-            "gpu_memory": kind["gpu_memory"],
-            "os_volume_id": self.os_volume_id,
-            "location": self.location,
-            "startup_script_id": self.startup_script_id,
-            "is_spot": self.is_spot,
-            "contract": "SPOT" if self.is_spot else "PAY_AS_YOU_GO",
-            "pricing": "DYNAMIC_PRICE" if self.is_spot else "FIXED_PRICE",
-        }
-
-
-class FakeVerda(FakeCloud):
+class FakeVerda(VerdaLifecycle, FakeCloud):
     def __init__(
         self,
         *,
@@ -180,6 +182,9 @@ class FakeVerda(FakeCloud):
         self.ssh_keys: dict[str, dict[str, str]] = {}
         # (instance type, location, is_spot) -> how many more can be deployed; absent: any
         self.capacity: dict[tuple[str, str, bool], int] = {}
+        self.balance = 100.0  # GET /balance's amount (USD)
+        self.spot_param = "is_spot"  # the one spelling of the availability endpoint's spot flag it reads
+        self.refusals: dict[str, list[tuple[int, str]]] = {}  # instance id -> (statusCode, error) of its next actions
         self._ids = itertools.count(1)
 
     # -- test controls ------------------------------------------------------------------
@@ -227,7 +232,11 @@ class FakeVerda(FakeCloud):
         """What still exists (and bills, for instances and volumes)."""
         with self.lock:
             return {
-                "instances": [f"{i.hostname} ({i.status})" for i in self.instances.values() if i.status != "deleted"],
+                "instances": [  # a discontinued spot instance bills nothing (its kept volume does)
+                    f"{i.hostname} ({i.status})"
+                    for i in self.instances.values()
+                    if i.status not in ("deleted", "discontinued")
+                ],
                 "volumes": [v for v, status in self.volumes.items() if status != "deleted"],
                 "scripts": [s["name"] for s in self.scripts.values()],
                 "ssh_keys": [k["name"] for k in self.ssh_keys.values()],
@@ -303,11 +312,21 @@ class FakeVerda(FakeCloud):
             case ["locations"] if method == "GET":
                 return Response(200, self.locations)
             case ["images"] if method == "GET":
-                return Response(200, IMAGES)
+                wanted = request.arg("instance_type")
+                if wanted is None:
+                    return Response(200, IMAGES)
+                kind = next((t for t in self.instance_types if t["instance_type"] == wanted), None)
+                if kind is None:
+                    return self._reject(f"instance_type {wanted!r} does not exist")
+                return Response(200, images_for(kind))
+            case ["balance"] if method == "GET":
+                return Response(200, {"amount": self.balance, "currency": "usd"})
+            case ["volumes"] if method == "PUT":
+                return self._volume_action(request)
             case ["instance-availability"] if method == "GET":
                 return self._availability(request)
             case ["instance-availability", name] if method == "GET":
-                spot = request.arg("is_spot") == "true"
+                spot = request.arg(self.spot_param) == "true"
                 location = request.arg("location_code")
                 return Response(200, any(self._can_deploy(name, loc, spot) for loc in self._codes(location)))
             case ["sshkeys"] if method == "GET":
@@ -319,7 +338,7 @@ class FakeVerda(FakeCloud):
                     return _error(404, "not_found", "SSH key not found")
                 return Response(200)
             case ["scripts"] if method == "GET":
-                return Response(200, list(self.scripts.values()))
+                return self._list_scripts(request)
             case ["scripts"] if method == "POST":
                 return self._add_script(request)
             case ["scripts", script_id] if method == "DELETE":
@@ -354,9 +373,9 @@ class FakeVerda(FakeCloud):
         return self.capacity.get((type_name, location, spot), 1) > 0
 
     def _availability(self, request: Request) -> Response:
-        raw = request.arg("is_spot")
+        raw = request.arg(self.spot_param)
         if raw not in (None, "true", "false"):
-            return self._reject(f"is_spot={raw!r}: true or false")
+            return self._reject(f"{self.spot_param}={raw!r}: true or false")
         spot = raw == "true"
         location = request.arg("location_code")
         out = []
@@ -384,8 +403,11 @@ class FakeVerda(FakeCloud):
             return self._reject("a startup script is {name, script}")
         if not str(body["script"]).startswith("#!"):
             return self._reject("a startup script must start with #!")
+        if len(self.scripts) >= SCRIPTS_QUOTA:
+            return self._reject(f"startup script quota of {SCRIPTS_QUOTA} reached", 400, "quota_exceeded")
         script_id = str(uuid.uuid4())
         self.scripts[script_id] = {"id": script_id, "name": str(body["name"]), "script": str(body["script"])}
+
         return Response(201, script_id)
 
     def _deploy(self, request: Request) -> Response:
@@ -395,7 +417,7 @@ class FakeVerda(FakeCloud):
         unknown = set(body) - _DEPLOY_KEYS
         if unknown:
             return self._reject(f"unknown deploy fields {sorted(unknown)}")
-        for required in ("instance_type", "image", "ssh_key_ids"):
+        for required in ("instance_type", "image", "ssh_key_ids", "hostname", "description", "location_code"):
             if required not in body:
                 return self._reject(f"{required} is required")
         kind = next((t for t in self.instance_types if t["instance_type"] == body["instance_type"]), None)
@@ -403,6 +425,8 @@ class FakeVerda(FakeCloud):
             return self._reject(f"instance type {body['instance_type']!r} does not exist")
         if body["image"] not in {i["image_type"] for i in IMAGES} | {i["id"] for i in IMAGES}:
             return self._reject(f"image {body['image']!r} does not exist")
+        if body["image"] not in {x for i in images_for(kind) for x in (i["image_type"], i["id"])}:
+            return self._reject(f"image {body['image']} is not available for instance type {kind['instance_type']}")
         keys = body["ssh_key_ids"]
         if not isinstance(keys, list) or not keys or any(k not in self.ssh_keys for k in keys):
             return self._reject(f"ssh_key_ids {keys!r}: at least one, all existing")
@@ -412,7 +436,7 @@ class FakeVerda(FakeCloud):
         hostname = body.get("hostname")
         if not isinstance(hostname, str) or not _HOSTNAME.match(hostname):
             return self._reject(f"hostname {hostname!r} is not a valid hostname")
-        location = body.get("location_code", "FIN-01")
+        location = body["location_code"]
         if location not in {loc["code"] for loc in self.locations}:
             return self._reject(f"location_code {location!r} does not exist")
         spot = body.get("is_spot", False)
@@ -461,33 +485,3 @@ class FakeVerda(FakeCloud):
                 hook(instance_id, script, ip)
             except Exception as exc:
                 self.violation(f"on_running({instance_id}) failed: {exc!r}")
-
-    def _action(self, request: Request) -> Response:
-        body = request.json()
-        if not isinstance(body, dict) or "id" not in body or "action" not in body:
-            return self._reject("an instance action is {id, action[, volume_ids]}")
-        if body["action"] not in _ACTIONS:
-            return self._reject(f"action {body['action']!r}: one of {sorted(_ACTIONS)}")
-        ids = body["id"] if isinstance(body["id"], list) else [body["id"]]
-        targets = [self.instances.get(i) for i in ids]
-        if any(t is None or t.status == "deleted" for t in targets):
-            return _error(404, "not_found", "Instance not found")
-        volume_ids = body.get("volume_ids") or []
-        own_volumes = {t.os_volume_id for t in targets if t is not None}
-        if any(v not in own_volumes for v in volume_ids):
-            return self._reject("volume_ids must be volumes of the instances acted on")
-        for instance in targets:
-            assert instance is not None
-            if body["action"] == "delete":
-                instance.status = "deleted"
-                instance.history.append("deleted")
-                if instance.os_volume_id in volume_ids:
-                    self.volumes[instance.os_volume_id] = "deleted"
-                else:
-                    self.volumes[instance.os_volume_id] = "detached"  # kept, and billed
-                if self.on_deleted is not None:
-                    threading.Thread(target=self.on_deleted, args=(instance.id,), daemon=True).start()
-            elif body["action"] in ("shutdown", "force_shutdown") and instance.status == "running":
-                instance.status = "offline"
-                instance.history.append("offline")
-        return Response(202)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 from fakes.verda import IMAGES, INSTANCE_TYPES
@@ -236,10 +237,58 @@ def test_host_firewall_goes_first_and_admits_the_client_only() -> None:
 def test_default_image_and_capacity_refusals() -> None:
     from skyward_verda.api import VerdaAPIError
 
-    assert pick_image(IMAGES) == "ubuntu-24.04-cuda-12.8-open-docker"
-    assert pick_image([{"image_type": "custom"}]) == "custom"
+    assert pick_image(IMAGES, "1H100.80S.30V") == "ubuntu-24.04-cuda-12.8-open-docker"
+    assert pick_image([{"image_type": "custom"}], "CPU.4V.16G") == "custom"
     with pytest.raises(ProvisioningError):
-        pick_image([])
+        pick_image([], "CPU.4V.16G")
     refusal = VerdaAPIError("deploy", 503, "service_unavailable", "Not enough resources to deploy ...")
     assert is_capacity_refusal(refusal)
     assert not is_capacity_refusal(VerdaAPIError("deploy", 400, "invalid_request", "bad hostname"))
+
+
+# -- teardown: partial answers, retries, discontinued spot volumes ------------------------
+
+
+class ScriptedVerda:
+    """Answers ``delete_instances`` from a script of per-call refusals (instance id ->
+    error), recording each call; ``delete_volumes`` records the volumes."""
+
+    def __init__(self, refusals: list[dict[str, str]]) -> None:
+        self.refusals = refusals
+        self.calls: list[tuple[list[str], list[str]]] = []
+        self.volumes: list[str] = []
+
+    def delete_instances(self, ids: list[str], volumes: list[str]) -> list[Any]:
+        from skyward_verda.api import ActionResult
+
+        self.calls.append((list(ids), list(volumes)))
+        refused = self.refusals.pop(0) if self.refusals else {}
+        return [ActionResult(i, i not in refused, refused.get(i, ""), 409 if i in refused else None) for i in ids]
+
+    def delete_volumes(self, ids: list[str]) -> None:
+        self.volumes += ids
+
+
+def test_teardown_asks_again_for_what_a_partial_answer_refused_and_reports_what_stays() -> None:
+    from skyward_verda.teardown import Doomed, delete_instances
+
+    doomed = [Doomed("a", "running", "va"), Doomed("b", "offline", "vb"), Doomed("c", "discontinued", "vc")]
+    doomed.append(Doomed("d", "deleting", "vd"))  # a delete already accepted: not asked again
+    api, slept = ScriptedVerda([{"b": "busy"}, {"b": "busy"}, {"b": "locked"}]), []
+    left = delete_instances(api, doomed, attempts=3, sleep=slept.append, backoff=0.5)  # type: ignore[arg-type]
+    assert api.calls == [(["a", "b"], ["va", "vb"]), (["b"], ["vb"]), (["b"], ["vb"])]
+    assert slept == [0.5, 1.0] and left == ["instance b: locked (HTTP 409)"]
+    assert api.volumes == ["vc"]  # the discontinued spot instance's kept disk
+    api = ScriptedVerda([{"a": "busy"}])
+    assert delete_instances(api, doomed[:1], attempts=3, sleep=lambda _s: None) == []  # type: ignore[arg-type]
+    assert len(api.calls) == 2
+
+
+@given(st.lists(st.sampled_from(["success", "error", "weird"]), min_size=1, max_size=6))
+def test_an_action_answer_fails_exactly_the_instances_it_says_failed(statuses: list[str]) -> None:
+    from skyward_verda.api import action_results
+
+    ids = [f"i{n}" for n in range(len(statuses))]
+    body = [{"instanceId": i, "status": s, "action": "delete"} for i, s in zip(ids, statuses, strict=True)]
+    results = action_results(ids, 207 if "success" in statuses else 202, body)
+    assert [r.ok for r in results] == [s == "success" for s in statuses]

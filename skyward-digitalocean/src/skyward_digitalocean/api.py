@@ -156,9 +156,16 @@ class DigitalOceanAPI:
 
     @staticmethod
     def _error(action: str, status: int | None, body: Mapping[str, Any], fallback: str = "") -> DigitalOceanAPIError:
+        """DO answers errors in two shapes (its OpenAPI specification, shared/models):
+        ``error.yml`` ``{"id", "message", "request_id"}`` on most endpoints and
+        ``error_with_root_causes.yml`` ``{"error", "messages", "root_causes"}`` on some
+        (a refused tag, for one); both are read."""
         error_id = str(body.get("id") or "")
-        message = str(body.get("message") or fallback or "no message")
-        return DigitalOceanAPIError(action, status, error_id, message, body)
+        causes = body.get("root_causes")
+        message = body.get("message") or body.get("error") or ""
+        if not message and isinstance(causes, list) and causes:
+            message = "; ".join(str(c) for c in causes)
+        return DigitalOceanAPIError(action, status, error_id, str(message or fallback or "no message"), body)
 
     def _object(self, action: str, method: str, op: Callable[..., Any], key: str, /, **kwargs: Any) -> JSON:
         """One call whose answer holds one object under ``key`` (a created droplet, an
@@ -180,15 +187,40 @@ class DigitalOceanAPI:
                 return
             page += 1
 
-    # -- sizes ------------------------------------------------------------------------
+    # -- sizes, regions, account -----------------------------------------------------
 
     def sizes(self) -> list[JSON]:
         return list(self._pages("list sizes", self._client.sizes.list, "sizes"))
 
+    def regions(self) -> list[JSON]:
+        return list(self._pages("list regions", self._client.regions.list, "regions"))
+
+    def account(self) -> JSON:
+        """``GET /v2/account``: ``droplet_limit``, ``status`` (active, warning, locked),
+        ``email_verified`` (OpenAPI resources/account/models/account.yml)."""
+        return self._object("get account", "GET", self._client.account.get, "account")
+
     # -- tags, firewalls, keys --------------------------------------------------------
 
     def create_tag(self, name: str) -> None:
-        self._call(f"create tag {name}", "POST", self._client.tags.create, body={"name": name})
+        """Make sure the tag exists. Creating a tag that exists already is not documented
+        (DO's OpenAPI ``tags_create`` lists 201 and 400 only); the DigitalOcean Ansible
+        collection reads a 422 as "already there". So a refusal is followed by a look-up:
+        the tag being there is success, whatever the create answered."""
+        try:
+            self._call(f"create tag {name}", "POST", self._client.tags.create, body={"name": name})
+        except DigitalOceanAPIError as exc:
+            if exc.status not in (400, 409, 422) or not self.tag_exists(name):
+                raise
+
+    def tag_exists(self, name: str) -> bool:
+        try:
+            self._call(f"get tag {name}", "GET", self._client.tags.get, tag_id=name)
+        except DigitalOceanAPIError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def tags(self) -> list[JSON]:
         return list(self._pages("list tags", self._client.tags.list, "tags"))
@@ -236,7 +268,24 @@ class DigitalOceanAPI:
         return droplet if isinstance(droplet, dict) else None
 
     def droplets_tagged(self, tag: str) -> list[JSON]:
-        return list(self._pages(f"list droplets tagged {tag}", self._client.droplets.list, "droplets", tag_name=tag))
+        """Every droplet carrying ``tag``, GPU droplets included.
+
+        DO's ``droplets_list`` returns "only non-GPU Droplets" unless ``type=gpus``, and
+        ``tag_name`` "can not be combined with ``name`` or ``type``" (OpenAPI
+        resources/droplets/parameters.yml). Whether a ``tag_name`` listing includes GPU
+        droplets is not documented, so both listings are read: by tag, and every GPU
+        droplet filtered here by its tags."""
+        found: dict[str, JSON] = {}
+        for droplet in self._pages(f"list droplets tagged {tag}", self._client.droplets.list, "droplets", tag_name=tag):
+            found[str(droplet.get("id"))] = droplet
+        for droplet in self.gpu_droplets():
+            if tag in (droplet.get("tags") or ()):
+                found.setdefault(str(droplet.get("id")), droplet)
+        return list(found.values())
+
+    def all_droplets(self) -> list[JSON]:
+        """Every droplet of the account: the plain listing, then the GPU droplets it leaves out."""
+        return [*self._pages("list droplets", self._client.droplets.list, "droplets"), *self.gpu_droplets()]
 
     def gpu_droplets(self) -> list[JSON]:
         """GPU droplets: the plain listing leaves them out unless asked with type=gpus."""

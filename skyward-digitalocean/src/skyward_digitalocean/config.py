@@ -10,6 +10,7 @@ or a droplet's user-data.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from skyward.errors import ConfigurationError
@@ -20,14 +21,20 @@ TOKEN_ENV = "DIGITALOCEAN_TOKEN"
 DEFAULT_API_URL = "https://api.digitalocean.com"
 
 REGIONS: tuple[str, ...] = ("nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1")
-"""The regions the seed API reference lists for ``DigitalOcean(region=...)``."""
+"""The regions the seed API reference lists for ``DigitalOcean(region=...)``: examples,
+not the whole list. The regions a size can be created in come from the API at pool
+start (``GET /v2/sizes``, each size's ``regions``): GPU droplets, for one, live in
+regions this list lacks (nyc2, atl1), and DO's own OpenAPI enum of region slugs
+(shared/attributes/region_slug.yml) lacks atl1 too, so no table kept here is trusted."""
+_REGION_SLUG = re.compile(r"^[a-z]{3}[0-9]$")  # every slug DO has published: nyc1, atl1, blr1...
 
 
 @dataclass(frozen=True, slots=True)
 class DigitalOcean(CloudSettings):
     """Run the pool's nodes as DigitalOcean droplets (GPU droplets for accelerators).
 
-    region:            one of :data:`REGIONS`.
+    region:            a region slug (``"nyc1"``, ``"atl1"``); checked against the
+                       regions DigitalOcean's API offers the chosen size in.
     image:             droplet image slug; ``None`` picks Ubuntu for CPU sizes and
                        DigitalOcean's AI/ML-ready GPU image for GPU sizes.
     api_url:           the API endpoint (plain http is refused except on loopback).
@@ -45,9 +52,10 @@ class DigitalOcean(CloudSettings):
 
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)
-        if not isinstance(self.region, str) or self.region not in REGIONS:
+        if not isinstance(self.region, str) or not _REGION_SLUG.match(self.region):
             raise ConfigurationError(
-                f"DigitalOcean(region={self.region!r}) is not a known region; use one of: {', '.join(REGIONS)}"
+                f"DigitalOcean(region={self.region!r}) is not a region slug; use one such as: {', '.join(REGIONS)} "
+                "(GPU droplets: tor1, nyc2, atl1; `skyward offers` lists what each region has)"
             )
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()):
             raise ConfigurationError(

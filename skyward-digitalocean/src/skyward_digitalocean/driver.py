@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
+from skyward.errors import CapacityError, ConfigurationError, NoOfferError, ProvisioningError, QuotaError
 from skyward.providers import BakedImage, Bakery, BootstrapContext, EventSink, Market, NodeHandle, NodePlan, PoolSpec
 from skyward.providers.cloud import (
     ChosenOffer,
@@ -34,7 +34,8 @@ from skyward.providers.cloud.sizing import node_request
 from skyward.providers.cloud.sshkey import throwaway_public_key
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.baking import DropletSnapshots
-from skyward_digitalocean.config import REGIONS, DigitalOcean, token_from_env
+from skyward_digitalocean.config import DigitalOcean, token_from_env
+from skyward_digitalocean.firewall import firewall_body, firewall_problems
 from skyward_digitalocean.naming import (
     COMMON_TAG,
     droplet_name,
@@ -62,15 +63,10 @@ def explain_create_error(
             "or use fewer nodes"
         )
     if exc.status in (422, 503) and any(word in message for word in _CAPACITY_WORDS):
-        attributes = exc.body.get("error_attributes") or {}
-        offered = (attributes.get("available_regions") or []) if isinstance(attributes, dict) else []
-        known = [r for r in offered if r in REGIONS and r != region]
-        hint = (
-            f"try DigitalOcean(region=...) one of {', '.join(known)}, another size or accelerator, fewer nodes, "
-            "or again later"
-            if known
-            else capacity_hint(size, region, REGIONS)
-        )
+        # Where else to try comes from the size's own ``regions`` (GET /v2/sizes): DO's
+        # documented error body (OpenAPI shared/models/error.yml) is id, message and
+        # request_id only, with no list of regions that have capacity.
+        hint = capacity_hint(size, region, size.regions)
         return CapacityError(
             f"DigitalOcean has no capacity for {size.slug} in {region} right now: {exc.api_message}{undone}; {hint}"
         )
@@ -149,25 +145,13 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         self._key_id = int(key["id"])
 
     def firewall_body(self, name: str, tag: str, client_cidr: str, ports: tuple[int, int]) -> dict[str, Any]:
-        """Inbound: the node's ports (agent, then one per worker) from the client only, and anything between the pool's
-        own droplets (distributed training picks its ports at run time). Outbound: all
-        (apt, pip, uv); DO drops outbound traffic a firewall does not allow."""
-        everywhere = {"addresses": ["0.0.0.0/0", "::/0"]}
-        return {
-            "name": name,
-            "inbound_rules": [
-                {"protocol": "tcp", "ports": "{}-{}".format(*ports), "sources": {"addresses": [client_cidr]}},
-                {"protocol": "tcp", "ports": "0", "sources": {"tags": [tag]}},
-                {"protocol": "udp", "ports": "0", "sources": {"tags": [tag]}},
-                {"protocol": "icmp", "sources": {"tags": [tag]}},
-            ],
-            "outbound_rules": [
-                {"protocol": "tcp", "ports": "0", "destinations": everywhere},
-                {"protocol": "udp", "ports": "0", "destinations": everywhere},
-                {"protocol": "icmp", "destinations": everywhere},
-            ],
-            "tags": [tag],
-        }
+        """The pool's firewall (skyward_digitalocean.firewall), checked against DO's
+        documented rules before it is sent: a body the API would refuse fails here, saying why."""
+        body = firewall_body(name, tag, client_cidr, ports)
+        problems = firewall_problems(body)
+        if problems:
+            raise ProvisioningError(f"the firewall {name} breaks DigitalOcean's rules: {'; '.join(problems)}")
+        return body
 
     def choose_size(self, spec: PoolSpec) -> DropletSize:
         """The smallest size that fits the request, if the configured region offers it.
@@ -181,6 +165,12 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
 
         request = node_request(spec)
         sizes = parse_sizes(self.api.sizes(), self.config.region)
+        offered = sorted({r for s in sizes for r in s.regions})
+        if offered and self.config.region not in offered:
+            raise ConfigurationError(
+                f"DigitalOcean(region={self.config.region!r}): DigitalOcean offers no droplet size there; "
+                f"its sizes are offered in: {', '.join(offered)}"
+            )
         by_slug = {s.slug: s for s in sizes}
         anywhere = [replace(s.instance, available=bool(s.regions)) for s in sizes]
         chosen = by_slug[select_instance(anywhere, **request).name]
@@ -190,7 +180,7 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
             here = by_slug[select_instance([s.instance for s in sizes], **request).name]
         except NoMatchingInstanceError:
             here = None
-        regions = [r for r in chosen.regions if r in REGIONS] or list(chosen.regions)
+        regions = list(chosen.regions)
         bigger = (
             f"; {self.config.region} has {here.slug} (${here.instance.on_demand_price:g}/h): "
             f"ask for it with machine={here.slug!r}"

@@ -69,16 +69,9 @@ def _view(droplet: dict[str, Any]) -> DropletView:
 
 
 def skyward_droplets(api: DigitalOceanAPI) -> list[DropletView]:
-    """Every droplet with the ``skyward`` tag. GPU droplets are listed on their own too,
-    in case the tag listing leaves them out as the plain listing does."""
-    seen: dict[int, DropletView] = {}
-    for droplet in api.droplets_tagged(COMMON_TAG):
-        seen[int(droplet["id"])] = _view(droplet)
-    for droplet in api.gpu_droplets():
-        view = _view(droplet)
-        if COMMON_TAG in view.tags:
-            seen.setdefault(view.id, view)
-    return list(seen.values())
+    """Every droplet with the ``skyward`` tag, GPU droplets included (see
+    :meth:`DigitalOceanAPI.droplets_tagged`)."""
+    return [_view(droplet) for droplet in api.droplets_tagged(COMMON_TAG)]
 
 
 def reap_with(

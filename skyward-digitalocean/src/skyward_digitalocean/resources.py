@@ -73,10 +73,10 @@ def list_baked(api: DigitalOceanAPI) -> list[Resource]:
 
 
 def list_all(api: DigitalOceanAPI) -> list[Resource]:
-    """Droplets first (GPU droplets are listed on their own too: the tag listing may
-    leave them out), then firewalls, SSH keys, pool tags and baked snapshots."""
+    """Droplets first (GPU droplets included: :meth:`DigitalOceanAPI.droplets_tagged`),
+    then firewalls, SSH keys, pool tags and baked snapshots."""
     droplets: dict[str, Resource] = {}
-    for raw in [*api.droplets_tagged(COMMON_TAG), *api.gpu_droplets()]:
+    for raw in api.droplets_tagged(COMMON_TAG):
         item = resource_of_droplet(raw)
         if item is not None:
             droplets.setdefault(item.id, item)

@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Unpack
 from urllib.parse import quote
 
@@ -26,6 +27,43 @@ from skyward_verda.config import Verda
 
 USER_AGENT = "skyward-verda"
 REFRESH_MARGIN = 30.0  # seconds before expiry at which a token is renewed (at most)
+SCRIPTS_PAGE = 100
+"""``GET /scripts`` page size: paginated since 2026-03-30 with ``page`` and ``pageSize``
+(default 10, at most 100), the total in the ``X-Total-Count`` header (Verda API change
+notes, docs.verda.com/welcome-to-verda/release-notes/verda-api-changes)."""
+SCRIPTS_QUOTA = 100
+"""Startup scripts a project may hold by default (same notes; at most 1000 on request)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """One instance's outcome of ``PUT /instances``: a 202 lists every instance with
+    status ``success``, a 207 lists some with status ``error``, ``error`` and
+    ``statusCode`` (verdacloud-sdk-go pkg/verda/instances.go ``InstanceActionResult``)."""
+
+    instance_id: str
+    ok: bool
+    error: str = ""
+    status_code: int | None = None
+
+
+def action_results(instance_ids: Sequence[str], status: int, body: Any) -> list[ActionResult]:
+    """The per-instance results of an instance action. A 204 ("already in that state")
+    or a body that lists no result counts as success for every instance asked."""
+    listed: dict[str, ActionResult] = {}
+    if status in (202, 207) and isinstance(body, list):
+        for entry in body:
+            if not isinstance(entry, dict) or not entry.get("instanceId"):
+                continue
+            ident = str(entry["instanceId"])
+            code = entry.get("statusCode")
+            failed = str(entry.get("status", "")).lower() not in ("success", "ok", "")
+            listed[ident] = ActionResult(
+                ident, not failed, str(entry.get("error") or ""), int(code) if isinstance(code, int) else None
+            )
+    if status == 207 and not listed:
+        return [ActionResult(i, False, "a partial answer (207) without per-instance results") for i in instance_ids]
+    return [listed.get(i, ActionResult(i, True)) for i in instance_ids]
 
 
 class VerdaAPIError(ProvisioningError):
@@ -221,7 +259,17 @@ class VerdaAPI:
         return list(self._json("list instance types", "/instance-types"))
 
     def availability(self, *, spot: bool, location: str | None = None) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"is_spot": "true" if spot else "false"}
+        """Per location, the types deployable now in one market.
+
+        The market goes under both spellings the official SDKs use: ``is_spot``
+        (verdacloud-sdk-go ``GetAllAvailabilities``, the API reference) and ``isSpot``
+        (the Python SDK's ``get_availabilities``, still in verda 1.24). An API that reads
+        either one then answers for the market asked, not for on-demand by default. The
+        location is ``location_code`` only: the Python SDK's ``locationCode`` was a bug
+        fixed in Dec 2025 (sdk-python #69, "according to docs, it should be passed as
+        location_code")."""
+        flag = "true" if spot else "false"
+        params: dict[str, Any] = {"is_spot": flag, "isSpot": flag}
         if location is not None:
             params["location_code"] = location
         return list(self._json("list instance availability", "/instance-availability", params))
@@ -229,8 +277,17 @@ class VerdaAPI:
     def locations(self) -> list[dict[str, Any]]:
         return list(self._json("list locations", "/locations"))
 
-    def images(self) -> list[dict[str, Any]]:
-        return list(self._json("list images", "/images"))
+    def images(self, instance_type: str | None = None) -> list[dict[str, Any]]:
+        """OS images; with ``instance_type``, only those offered for it
+        (``GET /images?instance_type=``, as verda's ``images.get(instance_type=)`` and
+        the Go SDK's ``GetImagesByInstanceType`` ask)."""
+        params = {"instance_type": instance_type} if instance_type else None
+        return list(self._json("list images", "/images", params))
+
+    def balance(self) -> dict[str, Any]:
+        """``GET /balance``: ``amount`` and ``currency`` (the SDKs' ``BalanceService``)."""
+        data = self._json("get balance", "/balance")
+        return data if isinstance(data, dict) else {}
 
     # -- keys and scripts --------------------------------------------------------------
 
@@ -251,7 +308,24 @@ class VerdaAPI:
         return self._id_of("create startup script", response)
 
     def scripts(self) -> list[dict[str, Any]]:
-        return list(self._json("list startup scripts", "/scripts"))
+        """Every startup script, page by page (see :data:`SCRIPTS_PAGE`): one page would
+        show a sweep at most ten scripts."""
+        found: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            params = {"page": page, "pageSize": SCRIPTS_PAGE}
+            response = self._request("list startup scripts", "GET", "/scripts", params=params, ok=(200,))
+            try:
+                items = response.json()
+            except ValueError:
+                raise VerdaAPIError("list startup scripts", 200, "bad_response", "the response is not JSON")
+            items = items if isinstance(items, list) else []
+            found += items
+            total = response.headers.get("X-Total-Count")
+            more = len(found) < int(total) if total and total.isdigit() else len(items) >= SCRIPTS_PAGE
+            if not items or not more:
+                return found
+            page += 1
 
     def delete_script(self, script_id: str) -> None:
         self._delete(f"delete startup script {script_id}", f"/scripts/{quote(script_id, safe='')}")
@@ -284,13 +358,39 @@ class VerdaAPI:
     def instances(self) -> list[dict[str, Any]]:
         return list(self._json("list instances", "/instances"))
 
-    def delete_instances(self, instance_ids: Sequence[str], volume_ids: Sequence[str] = ()) -> None:
-        """Delete the instances and these volumes (their OS disks: kept, they would bill)."""
+    def delete_instances(self, instance_ids: Sequence[str], volume_ids: Sequence[str] = ()) -> list[ActionResult]:
+        """Delete the instances and these volumes (their OS disks: kept, they would bill),
+        returning each instance's result: a 207 is a partial success, not an error.
+
+        ``delete_permanently`` goes with the volumes: without it they go to the trash,
+        restorable for 96 hours (verda CLI: "Deleted storage can be restored within 96
+        hours"), and whether the trash bills is not documented. A pool's disks hold
+        nothing to restore, so they go for good (verda 1.20.0: "volume_ids will be
+        deleted in one go, skipping trash")."""
         body: dict[str, Any] = {"id": list(instance_ids), "action": "delete"}
-        if volume_ids:
+        if volume_ids:  # omitted, the API's default applies (the Go SDK: "OS volume deleted"); [] would keep it
             body["volume_ids"] = list(volume_ids)
+            body["delete_permanently"] = True
+        action = f"delete instances {', '.join(instance_ids)}"
         try:
-            self._request(f"delete instances {', '.join(instance_ids)}", "PUT", "/instances", body=body)
+            response = self._request(action, "PUT", "/instances", body=body, ok=(200, 202, 204, 207))
+        except VerdaAPIError as exc:
+            if exc.status != 404:
+                raise
+            return [ActionResult(i, True) for i in instance_ids]  # gone already
+        try:
+            answer = response.json() if response.content else None
+        except ValueError:
+            answer = None
+        return action_results(instance_ids, response.status_code, answer)
+
+    def delete_volumes(self, volume_ids: Sequence[str]) -> None:
+        """Delete detached volumes for good (``PUT /volumes`` action ``delete`` with
+        ``is_permanent``, as verda's ``volumes.delete(..., is_permanent=True)``): the OS
+        disk a discontinued spot instance leaves behind (kept detached by default)."""
+        body = {"id": list(volume_ids), "action": "delete", "is_permanent": True}
+        try:
+            self._request(f"delete volumes {', '.join(volume_ids)}", "PUT", "/volumes", body=body)
         except VerdaAPIError as exc:
             if exc.status != 404:
                 raise

@@ -37,6 +37,7 @@ from skyward_verda.offers import (
     parse_instance_types,
     where_available,
 )
+from skyward_verda.teardown import Doomed, delete_instances
 
 PROVIDER = "verda"
 _GOING = frozenset({"deleting", "deleted", "discontinued"})  # a delete was accepted
@@ -64,9 +65,19 @@ def is_capacity_refusal(exc: VerdaAPIError) -> bool:
     return exc.status == 503 or "not enough resources" in message or "capacity" in message
 
 
-def pick_image(images: Sequence[dict[str, Any]]) -> str:
-    """The API's default OS image (an Ubuntu one, else the first)."""
+def pick_image(images: Sequence[dict[str, Any]], instance_type: str, wanted: str | None = None) -> str:
+    """The OS image to deploy ``instance_type`` with, from the images Verda offers for
+    that type (``GET /images?instance_type=``): ``wanted`` when it is one of them, else
+    the default among them (an Ubuntu one, else the first). An image taken from the
+    unfiltered list may not be offered for a GPU type, and the deploy would be refused."""
     usable = [i for i in images if isinstance(i.get("image_type"), str) and not i.get("is_cluster")]
+    if wanted is not None:
+        if any(wanted in (i.get("image_type"), i.get("id")) for i in usable):
+            return wanted
+        offered = ", ".join(str(i["image_type"]) for i in usable) or "none"
+        raise ConfigurationError(
+            f"Verda(image={wanted!r}) is not offered for {instance_type}; Verda offers it with: {offered}"
+        )
     for candidates in (
         [i for i in usable if i.get("is_default")],
         [i for i in usable if str(i["image_type"]).startswith("ubuntu")],
@@ -74,7 +85,7 @@ def pick_image(images: Sequence[dict[str, Any]]) -> str:
     ):
         if candidates:
             return str(candidates[0]["image_type"])
-    raise ProvisioningError("Verda's API lists no OS image to deploy; pass one with Verda(image=...)")
+    raise ProvisioningError(f"Verda's API lists no OS image for {instance_type}; pass one with Verda(image=...)")
 
 
 class VerdaDriver(SpotCloudProvider[Verda]):
@@ -164,7 +175,7 @@ class VerdaDriver(SpotCloudProvider[Verda]):
                 other = None
             raise CapacityError(self._no_capacity(chosen.name, markets, on_demand, spot, other))
         self._type, self._location = by_name[chosen.name], location
-        self._image = self.config.image or pick_image(self.api.images())
+        self._image = pick_image(self.api.images(chosen.name), chosen.name, self.config.image)
         return ChosenOffer(
             instance_type=chosen.name,
             region=location,
@@ -276,18 +287,14 @@ class VerdaDriver(SpotCloudProvider[Verda]):
         return found
 
     def delete(self, instance_ids: Sequence[str]) -> None:
-        """Delete the instances with their OS volumes (in one call)."""
-        volumes: list[str] = []
-        live: list[str] = []
-        for instance_id in instance_ids:
-            instance = self.api.instance(instance_id)
-            if instance is None or str(instance.get("status")) in _GOING:
-                continue
-            live.append(instance_id)
-            if instance.get("os_volume_id"):
-                volumes.append(str(instance["os_volume_id"]))
-        if live:
-            self.api.delete_instances(live, volumes)
+        """Delete the instances with their OS volumes (in one call, the failures of a
+        partial answer asked again), and the OS volumes of spot instances Verda
+        discontinued (skyward_verda.teardown); what is still there is raised, by id."""
+        found = [self.api.instance(i) for i in instance_ids]
+        doomed = [Doomed.of(raw) for raw in found if raw is not None]
+        failures = delete_instances(self.api, doomed, sleep=self._sleep, backoff=self.config.api_backoff)
+        if failures:
+            raise ProvisioningError("Verda did not delete everything: " + "; ".join(failures))
 
     def listed(self) -> list[str]:
         found = []

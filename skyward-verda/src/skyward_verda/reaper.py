@@ -28,6 +28,7 @@ from typing import Any
 
 from skyward.providers.cloud.naming import is_expired
 from skyward.providers.cloud.reaping import delete_doomed, delete_instances, live_pools, reaper_exit
+from skyward_verda import teardown
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
 from skyward_verda.naming import InstanceView, instances_to_reap, parse_description, parse_resource_name
@@ -61,9 +62,12 @@ def reap_with(
     failures: list[str] = []
     doomed = {item.instance.id: item for item in instances_to_reap(views, now, own_pool)}
 
-    def delete(instance_id: str) -> None:  # with its OS volume
-        volume = doomed[instance_id].instance.os_volume_id
-        api.delete_instances([instance_id], [volume] if volume else [])
+    def delete(instance_id: str) -> None:  # with its OS volume (or the volume alone, once discontinued)
+        view = doomed[instance_id].instance
+        one = teardown.Doomed(view.id, view.status, view.os_volume_id)
+        left = teardown.delete_instances(api, [one], attempts=1, sleep=time.sleep)
+        if left:
+            raise VerdaAPIError(f"delete instance {instance_id}", None, "not_deleted", "; ".join(left))
 
     listed = ((i.instance.id, i.instance.hostname, i.reason) for i in doomed.values())
     deleted = delete_instances(listed, delete, "instance", VerdaAPIError, failures, say)

@@ -6,6 +6,7 @@ takes shut-down instances of unexpired pools)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from skyward.providers import INSTANCE, SSH_KEY, STARTUP_SCRIPT, Removal, Resour
 from skyward.providers.cloud.removal import delete_each, verified_removals
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.naming import DEAD, parse_description, parse_resource_name
+from skyward_verda.teardown import Doomed, delete_instances
 
 PROVIDER = "verda"
 GLOBAL = "global"
@@ -68,11 +70,13 @@ def list_all(api: VerdaAPI) -> list[Resource]:
 def delete_and_verify(api: VerdaAPI, resources: Sequence[Resource]) -> list[Removal]:
     """Delete instances (with their OS volumes: a kept disk bills), then scripts and keys;
     then list again."""
-    volumes = {str(i.get("id")): i.get("os_volume_id") for i in api.instances()}
+    listed = {str(i.get("id")): Doomed.of(i) for i in api.instances()}
 
     def delete_instance(resource: Resource) -> None:
-        volume = volumes.get(resource.id)
-        api.delete_instances([resource.id], [str(volume)] if volume else [])
+        doomed = listed.get(resource.id, Doomed(resource.id, resource.state, None))
+        left = delete_instances(api, [doomed], attempts=1, sleep=time.sleep)
+        if left:
+            raise VerdaAPIError(f"delete instance {resource.id}", None, "not_deleted", "; ".join(left))
 
     def delete_other(resource: Resource) -> None:
         if resource.kind == STARTUP_SCRIPT:

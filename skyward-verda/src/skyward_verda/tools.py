@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from skyward.providers import (
+    AccountCheck,
     CredentialCheck,
     Offer,
     OfferQuery,
@@ -74,6 +75,29 @@ class VerdaSession:
         region = self.config.region or "any"
         instances = [dataclasses.replace(t.instance, region=region) for t in types]
         return offers_from(self.provider, instances, query)
+
+    def account_checks(self) -> list[AccountCheck]:
+        """The balance (``GET /balance``: deploys fail on an empty one) and the startup
+        scripts against Verda's per-project quota (100 by default: API change notes,
+        2026-03-30), since a pool adds one script per node."""
+        from skyward_verda.api import SCRIPTS_QUOTA
+
+        with reported_as("checking the Verda account", VerdaAPIError):
+            balance = self.api.balance()
+            scripts = len(self.api.scripts())
+        amount, currency = balance.get("amount"), str(balance.get("currency") or "").upper()
+        funded = isinstance(amount, int | float) and amount > 0
+        return [
+            AccountCheck(
+                self.provider, "balance", funded, f"{amount} {currency}".strip(),
+                "add credit in the Verda console (Billing): a deploy needs a positive balance",
+            ),
+            AccountCheck(
+                self.provider, "startup scripts", scripts < SCRIPTS_QUOTA,
+                f"{scripts} of {SCRIPTS_QUOTA} (Verda's default quota; a pool adds one per node)",
+                "delete startup scripts you no longer need (skyward down removes Skyward's)",
+            ),
+        ]  # fmt: skip
 
     def client_address(self) -> str:
         from skyward.providers.cloud.addresses import client_address, firewall_source

@@ -28,6 +28,7 @@ from skyward.cli import render
 from skyward.errors import ConfigurationError, SkywardError
 from skyward.offer_table import collect, query
 from skyward.plugins.registry import get_plugin_manager
+from skyward.providers.checks import AccountCheck, AccountChecks
 from skyward.providers.cloud.reaping import doomed_resources
 from skyward.providers.resources import (
     AddressSource,
@@ -361,7 +362,7 @@ def make_app(
 
     @app.command("doctor")
     def doctor(provider: ProviderOption = None, as_json: JsonOption = False) -> None:
-        """Plugins, each provider's credentials and client address, the cache, and what to fix."""
+        """Plugins, each provider's credentials, client address and account checks, the cache, and what to fix."""
 
         def body() -> None:
             report = diagnose(settings, provider)
@@ -476,6 +477,8 @@ def diagnose(settings: Settings, names: Sequence[str] | None) -> dict[str, Any]:
         }
         if not check.valid:
             fixes.append(f"{tools.name}: {check.fix or check.detail}")
+        elif isinstance(session, AccountChecks):
+            entry["checks"] = account_checks(session, tools.name, fixes)
         if isinstance(session, AddressSource):
             try:
                 entry["client_address"] = session.client_address()
@@ -495,6 +498,19 @@ def diagnose(settings: Settings, names: Sequence[str] | None) -> dict[str, Any]:
     }
 
 
+def account_checks(session: AccountChecks, provider: str, fixes: list[str]) -> list[dict[str, Any]]:
+    """The session's account checks as JSON; each failed one adds its fix to ``fixes``.
+    A check that cannot run at all is reported as one failed check, not raised."""
+    try:
+        found = session.account_checks()
+    except Exception as error:
+        found = [AccountCheck(provider, "account", False, f"{type(error).__name__}: {error}", "run doctor again later")]
+    for check in found:
+        if not check.ok:
+            fixes.append(f"{provider}: {check.name}: {check.fix}")
+    return [{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in found]
+
+
 def print_diagnosis(settings: Settings, report: Mapping[str, Any]) -> None:
     out = settings.out
     out.print("[bold]plugins[/bold]")
@@ -507,6 +523,9 @@ def print_diagnosis(settings: Settings, report: Mapping[str, Any]) -> None:
         if "client_address" in p:
             line += f"; firewall opens to {p['client_address'] or '?'}"
         out.print(line, markup=False, highlight=False)
+        for check in p.get("checks", ()):
+            mark = "ok" if check["ok"] else "FAIL"
+            out.print(f"    {mark} {check['name']}: {check['detail']}", markup=False, highlight=False)
     envs = report["environments"]
     out.print(
         f"[bold]cache[/bold] {report['skyward_home']}: {len(envs)} environment(s), "

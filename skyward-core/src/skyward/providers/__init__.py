@@ -65,6 +65,7 @@ from skyward.providers.baking import (
     bake_key,
     baked_resource,
 )
+from skyward.providers.checks import AccountCheck, AccountChecks
 from skyward.providers.contexts import BootstrapContext, local_bootstrap_context
 from skyward.providers.offers import Offer, OfferQuery, OfferSource, fits, offers_from
 from skyward.providers.protocol import (
@@ -124,7 +125,8 @@ __all__ = [
     "BAKED_IMAGE", "DEFAULT_AGENT_PORT", "FIREWALL", "GIB", "INSTANCE", "INSTANCE_PROFILE", "KEY_PAIR", "KIB",
     "LABEL_BAKED", "LABEL_BAKED_FROM", "MIB", "NODE_TTL_MARGIN", "ROLE", "SECURITY_GROUP", "SSH_KEY",
     "STARTUP_SCRIPT", "TAG", "TIB", "VOLUME",
-    "Accelerator", "AddressSource", "BakeKey", "BakeStore", "BakedImage", "Bakery", "Bakes", "BootstrapContext",
+    "AccountCheck", "AccountChecks", "Accelerator", "AddressSource", "BakeKey", "BakeStore", "BakedImage", "Bakery",
+    "Bakes", "BootstrapContext",
     "BootstrapProgress", "BootstrapStarting", "Catalog", "CatalogEntry", "ConsoleOutput", "CredentialCheck",
     "EventSink", "FollowsBootstrap", "InstanceLaunching", "InstanceProvisioned", "InstanceType",
     "InterruptionNotices", "Market", "NoMatchingInstanceError", "NodeHandle", "NodePlan", "Notice", "NoticeKind",
