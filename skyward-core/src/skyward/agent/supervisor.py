@@ -41,6 +41,17 @@ _EARLY_LINES = 20
 
 
 class Supervisor:
+    """A node's agent: binds the node's endpoint, starts and restarts its workers,
+    answers the client's HELLO, relays control, forwards the workers' output lines,
+    metrics and notices, and stops the node when its TTL or its client's grace ends.
+
+    One class past 300 lines on purpose: it is one poll loop over three kinds of file
+    descriptor (the client's socket, the workers' control socket, the workers' output
+    pipes), and every handler reads the same state (live workers, the client's identity,
+    when it was last heard). The parts without that state are modules of their own
+    (``listen`` binds and says why not, ``output`` splits pipe bytes into lines,
+    ``processes`` spawns, ``metrics``, ``notices``)."""
+
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()

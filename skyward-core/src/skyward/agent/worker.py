@@ -150,6 +150,17 @@ def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, lis
 
 
 class Worker:
+    """One worker process's loop: receive tasks, input items, credits and recalls on the
+    one socket, run each task, send its results.
+
+    One class past 300 lines on purpose: the socket has a single owner at a time (this
+    loop, or the watch thread while a long task runs: ``_with_socket``), and every path
+    that reads or writes it (tasks, stream credits, input streams, recalls, result
+    flushes) must see that handoff. Split into objects, each would need the socket, the
+    client's identity and the flush clock passed around; kept together, the one-owner
+    rule is visible in one place. The pure parts live beside it (``skyward.transport.wire``
+    packs, ``skyward.agent.watch`` the handoff, ``skyward.transport.inputs`` the markers)."""
+
     def __init__(
         self,
         config: dict[str, Any],

@@ -147,7 +147,14 @@ class _Started:
 class CloudProvider(Provider[CS]):
     """Base class of a cloud driver (see the module's docstring). ``clock``, ``sleep``
     and ``context`` (what every node installs: ``cloud_bootstrap_context``) are test
-    seams."""
+    seams.
+
+    One class past 300 lines on purpose: it is the template a driver subclasses, and a
+    driver overrides only its API's verbs (offers, create, describe, delete, optional
+    infrastructure); the orchestration those verbs plug into (parallel creates, one poll
+    for every node, handles, clean-up on any failure, verified deletes, teardown) has to
+    see them all. What needs none of a driver's state is already a module of its own
+    (naming, retry, sizing, addresses, startup, removal, reaping)."""
 
     instance_noun = "instance"  # "droplet": in messages
     running_word = "running"  # "active": in messages
