@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pytest
@@ -22,12 +22,13 @@ from harness.netns import isolation_problem
 
 import skyward
 from skyward import compute, gather
-from skyward.agent.config import ENV_VAR, AgentConfig
+from skyward.api.user_data import NodeUserData
 from skyward.errors import ProvisioningError
 from skyward.image import BootstrapContext
-from skyward.providers import NODE_TTL_MARGIN, UserDataFactory
+from skyward.providers import UserDataFactory, settings_of
 from skyward.providers.protocol import ProviderDriver
 from skyward.transport.security import PoolKeys
+from skyward.wheels.cache import OfferedWheels
 
 F = TypeVar("F", bound=FakeCloud)
 
@@ -58,31 +59,11 @@ def fake_user_data(
 
 
 def rendered_user_data(spec: Any) -> UserDataFactory:
-    """The bootstrap a node of ``spec`` gets, rendered by the image from the context the
-    driver gives (apt, uv, the environment, wheels, the agent's start and environment)
-    and an agent config with keys of its own, as the pool adds it: whatever the driver or
-    the image put in reaches this script."""
-    keys = PoolKeys()
-
-    def user_data(
-        node: int,
-        bind: str,
-        context: BootstrapContext,
-        *,
-        run_dir: str,
-        visible_devices: Sequence[str | None] = (),
-        instance_id: str = "",
-    ) -> str:
-        config = AgentConfig(
-            pool_id=spec.pool_id, node=node, total_nodes=spec.nodes, workers=spec.workers_per_node, bind=bind,
-            run_dir=run_dir, server_secret=keys.node(node).secret.decode(), client_public=keys.client.public.decode(),
-            ttl_seconds=spec.timeout + NODE_TTL_MARGIN, visible_devices=list(visible_devices), instance_id=instance_id,
-        )  # fmt: skip
-        with_config = replace(context, agent_env={**context.agent_env, ENV_VAR: config.to_json()})
-        script: str = spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=with_config)
-        return script
-
-    return user_data
+    """The bootstrap a node of ``spec`` gets, rendered by the pool's own factory
+    (``NodeUserData``: the image's script from the context the driver gives, with the
+    agent's config and the node's own keys): whatever the driver or the image put in
+    reaches this script."""
+    return NodeUserData(spec, settings_of(spec.provider), PoolKeys(), OfferedWheels(), steps=())
 
 
 def run(driver: ProviderDriver, spec: Any, events: list[Any], user_data: UserDataFactory = fake_user_data) -> list[Any]:

@@ -3,7 +3,7 @@
 A baked AMI is a copy of a bootstrapped node's disk, made with ``CreateImage`` (no
 reboot: the node keeps serving) once the pool's agents answer. It carries skyward's
 pool-independent tags (``skyward:managed-by``, ``skyward:baked``) and its key
-(:class:`skyward.baking.BakeKey`), never a pool id or an expiry: it outlives its pool
+(:class:`skyward.providers.baking.BakeKey`), never a pool id or an expiry: it outlives its pool
 on purpose, and bills for its EBS snapshot (about $0.05 per GB-month) until ``skyward
 down`` deletes it.
 """
@@ -92,7 +92,7 @@ def delete_baked(ec2: Any, image_id: str) -> None:
 
 
 class Ec2BakeStore:
-    """Baked AMIs as a :class:`skyward.baking.BakeStore`: the flow is the core's Bakery."""
+    """Baked AMIs as a :class:`skyward.providers.baking.BakeStore`: the flow is the core's Bakery."""
 
     price_gb_month = SNAPSHOT_PRICE_GB_MONTH
 

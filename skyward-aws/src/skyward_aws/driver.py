@@ -250,7 +250,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     def _choose_baked(self, spec: PoolSpec, emit: EventSink) -> None:
         """``Image(bake=True)``: start from this image's baked AMI when one matches its key
-        exactly (skyward.baking.Bakery); a stale one is left alone."""
+        exactly (skyward.providers.baking.Bakery); a stale one is left alone."""
         assert self.image is not None
         base = self.image.image_id
         chosen = self._bakery.choose(
@@ -260,7 +260,7 @@ class AWSDriver(SpotCloudProvider[AWS]):
             self.image = ami.ResolvedImage(chosen.id, f"baked:{base}")
 
     def bake(self, spec: PoolSpec, handle: NodeHandle, emit: EventSink) -> BakedImage | None:
-        """The Bakes ability: CreateImage from ``handle`` (skyward.baking.Bakery)."""
+        """The Bakes ability: CreateImage from ``handle`` (skyward.providers.baking.Bakery)."""
         return self._bakery.bake(baking.Ec2BakeStore(self.clients.ec2), spec, handle, emit)
 
     def _environment_context(self) -> BootstrapContext:

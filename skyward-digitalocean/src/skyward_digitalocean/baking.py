@@ -2,7 +2,7 @@
 
 A baked image on DigitalOcean is a snapshot of a bootstrapped droplet (the droplet
 action ``snapshot``, taken live: the node keeps serving), made once the pool's agents
-answer. It carries the same labels as AWS's baked AMIs (:class:`skyward.baking.BakeKey`),
+answer. It carries the same labels as AWS's baked AMIs (:class:`skyward.providers.baking.BakeKey`),
 as DigitalOcean tags: a tag name allows only letters, digits, ``_``, ``-`` and ``:``
 (at most 255 characters), so each label is the tag ``<label>:<value>`` with every other
 character of the value written ``_XX`` (its UTF-8 bytes in hex; ``_`` itself is
@@ -95,7 +95,7 @@ def is_skywards(snapshot: Mapping[str, Any]) -> bool:
 
 
 class DropletSnapshots:
-    """Baked snapshots as a :class:`skyward.baking.BakeStore` for one pool: those of
+    """Baked snapshots as a :class:`skyward.providers.baking.BakeStore` for one pool: those of
     ``region`` that fit a disk of ``disk_gb``. ``create_baked`` returns once the action is
     started; a thread waits for it and labels the snapshot (:meth:`wait` joins it)."""
 

@@ -6,7 +6,7 @@ the pool's shared pieces (its tag, a cloud firewall admitting the node ports fro
 client's address only and everything between the pool's own droplets, a throwaway SSH
 key), creating one droplet, describing droplets by the pool's tag, deleting them (a
 powered-off droplet still bills), and for ``Image(bake=True)`` a droplet snapshot to
-start later pools from (skyward_digitalocean.baking, the flow skyward.baking.Bakery).
+start later pools from (skyward_digitalocean.baking, the flow skyward.providers.baking.Bakery).
 DigitalOcean has no spot market and mounts no volumes: the pool's common rules handle
 ``spot=`` and ``volume=``.
 """
@@ -207,7 +207,7 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         return replace(context, baked=self._bakery.starts_baked)
 
     def bake(self, spec: PoolSpec, handle: NodeHandle, emit: EventSink) -> BakedImage | None:
-        """The Bakes ability: a snapshot of ``handle``'s droplet (skyward.baking.Bakery)."""
+        """The Bakes ability: a snapshot of ``handle``'s droplet (skyward.providers.baking.Bakery)."""
         if self._snapshots is None:
             return None
         return self._bakery.bake(self._snapshots, spec, handle, emit)

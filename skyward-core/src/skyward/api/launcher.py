@@ -29,12 +29,12 @@ from skyward.api.fleet import Fleet
 from skyward.api.options import PoolOptions
 from skyward.api.spec import PoolSpec, build_spec
 from skyward.api.user_data import NodeUserData, plugin_steps
-from skyward.baking import Bakes
 from skyward.errors import ConfigurationError, ProvisioningError, UnavailableError, VersionMismatchError
 from skyward.events import CandidateFailed, InfraCreated, InfraCreating, Notice
 from skyward.image import CLIENT_PYTHON
 from skyward.plugins.registry import registry
 from skyward.providers import rules
+from skyward.providers.baking import Bakes
 from skyward.providers.protocol import EventSink, ProviderDriver, SpotMarket, VolumeMounts
 from skyward.providers.settings import ProviderSettings, settings_of, third_party_hosts
 from skyward.transport import wire
@@ -277,7 +277,7 @@ class Launcher:
 
     def _bake_if_asked(self, candidate: Candidate, fleet: Fleet) -> None:
         """``Image(bake=True)``: once every agent has answered, a provider that bakes
-        saves node 0's disk when no baked image matched (skyward.baking)."""
+        saves node 0's disk when no baked image matched (skyward.providers.baking)."""
         if not candidate.spec.image.bake or not fleet.handles:
             return
         if isinstance(candidate.driver, Bakes):
