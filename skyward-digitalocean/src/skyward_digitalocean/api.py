@@ -43,7 +43,7 @@ def _auth_policy_for_plain_http(token: str) -> Any:
     from azure.core.pipeline.policies import BearerTokenCredentialPolicy
     from pydo._patch import TokenCredentials
 
-    class LoopbackBearerPolicy(BearerTokenCredentialPolicy):  # type: ignore[misc,type-arg]
+    class LoopbackBearerPolicy(BearerTokenCredentialPolicy):  # type: ignore[type-arg]
         def on_request(self, request: Any) -> None:
             request.context.options["enforce_https"] = False
             super().on_request(request)
