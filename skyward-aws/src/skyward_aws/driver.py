@@ -42,7 +42,7 @@ from skyward.providers import (
     wants_spot,
 )
 from skyward.providers.cloud import ChosenOffer, Instance, InstanceState, Labels, NodeRequest, SpotCloudProvider
-from skyward_aws import ami, baking, families, iam, infra, interruption, launch, offers, resources
+from skyward_aws import ami, baking, console, families, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
 from skyward_aws.endpoints import EndpointResolver, PublicAddress, SsmTunnels, require_session_manager_plugin
@@ -105,7 +105,8 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     Abilities: a spot market (default ``Spot.Always``), two minutes' notice before a
     reclaim (InterruptionNotices) besides the template's describe-based ReclaimWatch,
-    replacement of a reclaimed node (SpotReplacement), S3 volumes (VolumeMounts)."""
+    replacement of a reclaimed node (SpotReplacement), S3 volumes (VolumeMounts), the
+    console's last lines in the error of a node that fails to start (ConsoleOutput)."""
 
     name = "aws"
 
@@ -463,6 +464,13 @@ class AWSDriver(SpotCloudProvider[AWS]):
         with self._lock:
             self._seen.update(instance_ids)  # EC2 knows them: missing from a describe now means gone
         log.info("aws instances terminated", pool=self._pool_id, instances=list(instance_ids))
+
+    def console_output(self, instance_id: str) -> str:
+        """The ConsoleOutput ability: what the instance printed (``console.read_console``)."""
+        try:
+            return console.read_console(self.clients.ec2, instance_id)
+        except (ClientError, BotoCoreError) as error:
+            raise explain(error, f"reading the console output of {instance_id}") from error
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
         return (

@@ -90,6 +90,11 @@ def make_clients(session: Any, region: str, *, attempts: int = 5, timeout: float
     )
 
 
+def refused_credentials(error: ClientError) -> bool:
+    """AWS refused the credentials or their permissions (asking again will not help)."""
+    return str(error.response["Error"]["Code"]) in _AUTH_CODES
+
+
 def explain(error: BaseException, doing: str) -> SkywardError:
     """A botocore error as a Skyward error that says what happened and what to do."""
     if isinstance(error, NoCredentialsError):
