@@ -23,8 +23,9 @@ from skyward.providers.cloud.template import InstanceState
 from skyward_vastai import VastAI
 from skyward_vastai.api import OfferTaken, rent_refusal
 from skyward_vastai.config import api_key
-from skyward_vastai.driver import ports_of, state_of
+from skyward_vastai.driver import ports_of
 from skyward_vastai.offers import fitting, parse_offers
+from skyward_vastai.status import state_of
 
 
 def test_the_key_comes_from_the_environment_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

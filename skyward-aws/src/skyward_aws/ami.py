@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from skyward.errors import ProvisioningError
 
 
@@ -107,8 +109,6 @@ class ResolvedImage:
 
 def resolve_image(ec2: Any, ssm: Any, kind: ImageKind, architecture: str) -> ResolvedImage:
     """The current image of ``kind`` for ``architecture`` in the clients' region."""
-    from botocore.exceptions import ClientError
-
     source = image_source(kind, architecture)
     try:
         value = ssm.get_parameter(Name=source.ssm_parameter)["Parameter"]["Value"]

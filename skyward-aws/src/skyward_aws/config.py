@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud import CloudSettings
+from skyward.providers.cloud.addresses import firewall_source, parse_client_address
 
 if TYPE_CHECKING:
     from skyward_aws.endpoints import EndpointResolver
@@ -106,8 +108,6 @@ class AWS(CloudSettings):
         if self.client_cidr is not None:
             return self.client_cidr
         if self.client_address is not None:
-            from skyward.providers.cloud.addresses import firewall_source, parse_client_address
-
             return firewall_source(parse_client_address(self.client_address, "AWS(client_address=...)"))
         return None
 
@@ -118,8 +118,6 @@ class AWS(CloudSettings):
         if not isinstance(self.use_ssm, bool):
             raise ConfigurationError(f"AWS(use_ssm={self.use_ssm!r}) must be True or False")
         if self.client_cidr is not None:
-            import warnings
-
             warnings.warn(
                 "AWS(client_cidr=...) is deprecated: give AWS(client_address=...), the client's one IPv4 address, "
                 "as on every provider",

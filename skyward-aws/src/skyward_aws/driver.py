@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 import structlog
+from botocore.exceptions import BotoCoreError, ClientError
 
 from skyward.errors import CapacityError, NoOfferError, ProvisioningError, SkywardError
 from skyward.providers import (
@@ -31,20 +32,23 @@ from skyward.providers import (
     Market,
     NodeHandle,
     NodePlan,
+    Notice,
     PoolSpec,
     SpotAlways,
     SpotStrategy,
+    current_catalog,
     min_spot_nodes,
     normalize_spot,
     wants_spot,
 )
 from skyward.providers.cloud import ChosenOffer, Instance, InstanceState, Labels, NodeRequest, SpotCloudProvider
-from skyward_aws import ami, baking, iam, infra, interruption, launch, offers, resources
+from skyward_aws import ami, baking, console, families, iam, infra, interruption, launch, offers, resources
 from skyward_aws.client_ip import Discover, discover_public_ip
 from skyward_aws.config import AWS
 from skyward_aws.endpoints import EndpointResolver, PublicAddress, SsmTunnels, require_session_manager_plugin
 from skyward_aws.pricing import shipped_catalog
 from skyward_aws.session import Clients, explain, make_clients, new_session, require_credentials
+from skyward_aws.volumes import S3Volume, partition, policy_statements
 
 # structlog on top of the standard library's logging: silent unless the application
 # configures logging, and then under the "skyward.aws" logger
@@ -101,7 +105,8 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     Abilities: a spot market (default ``Spot.Always``), two minutes' notice before a
     reclaim (InterruptionNotices) besides the template's describe-based ReclaimWatch,
-    replacement of a reclaimed node (SpotReplacement), S3 volumes (VolumeMounts)."""
+    replacement of a reclaimed node (SpotReplacement), S3 volumes (VolumeMounts), the
+    console's last lines in the error of a node that fails to start (ConsoleOutput)."""
 
     name = "aws"
 
@@ -140,8 +145,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
         return DEFAULT_SPOT if spec.spot is None else normalize_spot(spec.spot)
 
     def mounts(self, volume: object) -> bool:
-        from skyward_aws.volumes import S3Volume
-
         return isinstance(volume, S3Volume)
 
     def notice_watch_step(self, notices_dir: str) -> tuple[str, str]:
@@ -154,8 +157,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
     # -- validate ------------------------------------------------------------------------
 
     def validate(self, spec: PoolSpec) -> None:
-        from skyward_aws import families
-
         if spec.accelerator is not None and spec.machine is None:
             families.families_for(spec.accelerator)
         if self.config.use_ssm and self.config.endpoint_resolver is None:
@@ -179,8 +180,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
     # -- prepare -------------------------------------------------------------------------
 
     def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         self._pool_id = spec.pool_id
         try:
             super().prepare(spec, emit)
@@ -206,8 +205,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     def plan(self, spec: PoolSpec, emit: EventSink) -> offers.Ec2Offer:
         """The instance type, its zones and prices, and the machine image (read-only calls)."""
-        from skyward.providers import Notice, current_catalog
-
         ec2 = self.clients.ec2
         self.network = infra.find_network(ec2, self.config.subnet_ids)
         request = self.request_for(spec)
@@ -313,8 +310,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
             self._profile_arn = str(profile["InstanceProfile"]["Arn"])
 
     def _role_plan(self, spec: PoolSpec) -> iam.RolePlan:
-        from skyward_aws.volumes import S3Volume, partition, policy_statements
-
         statements: list[dict[str, Any]] = []
         for volume in spec.volumes:
             if isinstance(volume, S3Volume):
@@ -383,8 +378,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
         return isinstance(error, CapacityError)
 
     def explain_create_failure(self, error: Exception, market: Market, created: int, total: int) -> Exception:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         if isinstance(error, ClientError | BotoCoreError):
             error = explain(error, f"launching pool {self._pool_id}")
         if isinstance(error, CapacityError) and error.node is not None and error.node < len(self._plans):
@@ -403,8 +396,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
         """By an instance-id filter, which omits an id EC2 does not know yet (its API is
         eventually consistent) instead of failing the call: one never seen is still
         pending, one seen before and now missing is gone."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         ids = list(dict.fromkeys(instance_ids))
         found: dict[str, Instance] = {}
         try:
@@ -464,8 +455,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     def delete(self, instance_ids: Sequence[str]) -> None:
         """TerminateInstances (EBS volumes go with them: DeleteOnTermination)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             self.clients.ec2.terminate_instances(InstanceIds=list(instance_ids))
         except (ClientError, BotoCoreError) as error:
@@ -475,6 +464,13 @@ class AWSDriver(SpotCloudProvider[AWS]):
         with self._lock:
             self._seen.update(instance_ids)  # EC2 knows them: missing from a describe now means gone
         log.info("aws instances terminated", pool=self._pool_id, instances=list(instance_ids))
+
+    def console_output(self, instance_id: str) -> str:
+        """The ConsoleOutput ability: what the instance printed (``console.read_console``)."""
+        try:
+            return console.read_console(self.clients.ec2, instance_id)
+        except (ClientError, BotoCoreError) as error:
+            raise explain(error, f"reading the console output of {instance_id}") from error
 
     def cleanup_hint(self, instance_ids: Sequence[str]) -> str:
         return (
@@ -504,8 +500,6 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     def delete_infrastructure(self) -> list[str]:
         """The security group (waiting for instances to let go of it), then the role."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         failures: list[str] = []
         if self.group_id is not None:
             try:

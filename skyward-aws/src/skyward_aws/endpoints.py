@@ -10,6 +10,7 @@ passes its own as ``AWS(endpoint_resolver=...)``.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import socket
 import subprocess
@@ -91,8 +92,6 @@ def plugin_command(
 
 def free_local_range(count: int, attempts: int = 200) -> int:
     """The first of ``count`` consecutive free ports on 127.0.0.1."""
-    import random
-
     for _ in range(attempts):
         base = random.randint(20000, 60000 - count)
         sockets = []

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 
 TRUST_POLICY = {
@@ -73,7 +75,6 @@ class PoolRole:
 
     def delete(self, iam: Any) -> None:
         """Remove the profile, the role and its policies; what is already gone is fine."""
-        from botocore.exceptions import ClientError
 
         def quietly(call: Any, **kwargs: Any) -> None:
             try:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from skyward.errors import ConfigurationError, ProvisioningError
 
 TAG_POOL = "skyward:pool-id"
@@ -132,8 +134,6 @@ def delete_security_group(
 ) -> None:
     """Delete the group, waiting while terminating instances still hold it (EC2 answers
     DependencyViolation until their network interfaces are gone)."""
-    from botocore.exceptions import ClientError
-
     deadline = time.monotonic() + timeout
     delay = 2.0
     while True:

@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from skyward.errors import CapacityError, ProvisioningError, QuotaError
 from skyward.providers import Market
 
@@ -127,8 +129,6 @@ def launch_in_zones(
     spreads a pool across zones) until one takes the node; returns the instance and its
     zone. When every zone refuses for capacity, a CapacityError: the cloud template
     retries the round or falls back to on-demand, as the node's spot plan says."""
-    from botocore.exceptions import ClientError
-
     if not zones:
         raise ProvisioningError(f"node {node}: no zone with a subnet offers this instance type")
     propagation_deadline = time.monotonic() + propagation_timeout

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from skyward.errors import ConfigurationError
 from skyward.providers import Accelerator, Catalog, InstanceType, select_instance
 from skyward_aws import families
@@ -118,8 +120,6 @@ def candidate_filter(request: Request) -> dict[str, Any]:
 
 
 def describe_types(ec2: Any, request: Request) -> list[dict[str, Any]]:
-    from botocore.exceptions import ClientError
-
     arguments = candidate_filter(request)
     try:
         found: list[dict[str, Any]] = []

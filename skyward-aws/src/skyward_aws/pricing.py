@@ -12,6 +12,7 @@ Regenerate the catalog from AWS's Price List API (needs ``pricing:GetProducts``)
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+from skyward_aws.session import new_session
 
 CATALOG_FILE = "on_demand_prices.json"
 FALLBACK_REGION = "us-east-1"
@@ -119,16 +122,12 @@ def fetch_region_prices(pricing: Any, region: str, instance_types: Iterable[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    import datetime
-
-    import boto3
-
     parser = argparse.ArgumentParser(description="Print a fresh on-demand price catalog for skyward-aws.")
     parser.add_argument("--region", action="append", default=None, help="region(s) to price (default us-east-1)")
     args = parser.parse_args(argv)
     regions = args.region or [FALLBACK_REGION]
     # The Price List API lives in a few regions only; us-east-1 answers for all of them.
-    pricing = boto3.client("pricing", region_name="us-east-1")
+    pricing = new_session("us-east-1").client("pricing")
     types = sorted({t for prices in shipped_catalog().regions.values() for t in prices})
     document = {
         "source": "AWS Price List API (pricing:GetProducts, AmazonEC2), Linux, shared tenancy, USD per hour",

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from skyward.providers import (
     BAKED_IMAGE,
     INSTANCE,
@@ -25,11 +27,13 @@ from skyward.providers import (
     ROLE,
     SECURITY_GROUP,
     VOLUME,
+    Notice,
     Removal,
     Resource,
+    baked_resource,
 )
 from skyward.providers.cloud.reaping import doomed_resources
-from skyward_aws.baking import delete_baked
+from skyward_aws.baking import SNAPSHOT_PRICE_GB_MONTH, delete_baked, list_baked
 from skyward_aws.infra import TAG_EXPIRES, TAG_POOL
 from skyward_aws.pricing import PriceCatalog, shipped_catalog
 from skyward_aws.session import Clients
@@ -215,9 +219,6 @@ IAM_KINDS = frozenset({INSTANCE_PROFILE, ROLE})
 def list_baked_images(ec2: Any, region: str) -> list[Resource]:
     """Baked AMIs (``Image(bake=True)``), under the pool id ``baked``: no expiry, priced
     by their snapshot's size (skyward_aws.baking)."""
-    from skyward.providers import baked_resource
-    from skyward_aws.baking import SNAPSHOT_PRICE_GB_MONTH, list_baked
-
     return [baked_resource(PROVIDER, region, image, SNAPSHOT_PRICE_GB_MONTH) for image in list_baked(ec2)]
 
 
@@ -245,8 +246,6 @@ def list_all(clients: Clients, region: str, prices: PriceCatalog | None = None) 
 
 
 def _code(error: BaseException) -> str:
-    from botocore.exceptions import ClientError
-
     return str(error.response["Error"]["Code"]) if isinstance(error, ClientError) else ""
 
 
@@ -420,6 +419,4 @@ def sweep_expired(
 def sweep_at_start(clients: Clients, region: str, own_pool: str, emit: Callable[[Any], None]) -> list[Removal]:
     """:func:`sweep_expired` as the driver's ``prepare`` calls it: now, with each line a
     ``Notice`` event."""
-    from skyward.providers import Notice
-
     return sweep_expired(clients, region, time.time(), own_pool, lambda m: emit(Notice(message=m)))

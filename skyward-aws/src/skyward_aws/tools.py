@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from skyward.errors import ConfigurationError
-from skyward.providers import CredentialCheck, Offer, OfferQuery, ProviderTools, Removal, Resource
-from skyward_aws import resources
+from skyward.providers import (
+    CredentialCheck,
+    Offer,
+    OfferQuery,
+    ProviderTools,
+    Removal,
+    Resource,
+    current_catalog,
+    fits,
+    offers_from,
+    parse_accelerator,
+)
+from skyward_aws import infra, resources
+from skyward_aws.client_ip import discover_public_ip
 from skyward_aws.config import AWS
-from skyward_aws.session import NO_CREDENTIALS, Clients, explain, make_clients, new_session
+from skyward_aws.offers import SPOT_PRODUCTS, Request, fetch_offers
+from skyward_aws.pricing import shipped_catalog
+from skyward_aws.session import NO_CREDENTIALS, Clients, client_config, explain, make_clients, new_session
 
 SPOT_BATCH = 50  # instance types per DescribeSpotPriceHistory call
 
@@ -19,10 +36,6 @@ def cheapest_spot_prices(ec2: Any, offers: Sequence[Any]) -> dict[str, float]:
     """Instance type -> its cheapest current spot price over the zones it is offered in
     (``offers`` are ``skyward_aws.offers.Ec2Offer``), in one paginated call per 50 types
     rather than one per type: a CPU query fits hundreds of types."""
-    import datetime
-
-    from skyward_aws.offers import SPOT_PRODUCTS
-
     zones = {o.name: set(o.zones) for o in offers}
     names = sorted(zones)
     now = datetime.datetime.now(datetime.UTC)
@@ -46,10 +59,8 @@ def cheapest_spot_prices(ec2: Any, offers: Sequence[Any]) -> dict[str, float]:
 
 
 def _check_config() -> Any:
-    from botocore.config import Config
-
     # one quick answer: an unreachable endpoint must not hold `skyward doctor` for minutes
-    return Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=5, read_timeout=15)
+    return client_config(attempts=2, connect_timeout=5, read_timeout=15)
 
 
 class AwsSession:
@@ -106,20 +117,14 @@ class AwsSession:
             raise explain(error, f"deleting Skyward resources in {self.config.region}") from error
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        import dataclasses
-
-        from skyward.providers import current_catalog, fits, offers_from, parse_accelerator
-        from skyward_aws import infra, offers
-        from skyward_aws.pricing import shipped_catalog
-
         accelerator = None
         if query.accelerator is not None:
             accelerator = dataclasses.replace(parse_accelerator(query.accelerator), count=query.count)
-        request = offers.Request(accelerator=accelerator, needs_spot=query.spot)
+        request = Request(accelerator=accelerator, needs_spot=query.spot)
         try:
             ec2 = self.clients.ec2
             network = infra.find_network(ec2, self.config.subnet_ids)
-            found = offers.fetch_offers(
+            found = fetch_offers(
                 ec2,
                 request,
                 region=self.config.region,
@@ -144,15 +149,11 @@ class AwsSession:
             return "none (use_ssm: the security group opens no port)"
         if self.config.ingress_cidr is not None:  # client_cidr, or client_address as one host
             return self.config.ingress_cidr
-        from skyward_aws.client_ip import discover_public_ip
-
         return discover_public_ip(self.config.address_url, self.config.api_timeout)
 
 
 def open_session(config: object | None) -> AwsSession:
     if config is None:
-        import os
-
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         config = AWS(region=region) if region else AWS()
     if not isinstance(config, AWS):

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from skyward.errors import ProvisioningError
-from skyward.providers import GIB, EventSink, Market, NodePlan, PoolSpec
+from skyward.providers import GIB, EventSink, Market, NodePlan, PoolSpec, select_instance
 from skyward.providers.cloud import ChosenOffer, InstanceState, Labels, NodeRequest
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
@@ -26,6 +26,7 @@ from skyward.providers.cloud.sizing import node_request
 from skyward_runpod.api import RunPodAPI
 from skyward_runpod.config import RunPod, api_key
 from skyward_runpod.offers import PodType, default_size, pod_types
+from skyward_runpod.resources import reap_with
 
 PROVIDER = "runpod"
 _NO_CAPACITY = ("no longer any instances available", "no instances available", "not enough", "out of capacity")
@@ -89,14 +90,10 @@ class RunPodDriver(MarketplaceProvider[RunPod]):
         self.api.terminate(instance_id)
 
     def reap_leftovers(self, now: float, own_pool: str) -> list[str]:
-        from skyward_runpod.resources import reap_with
-
         return reap_with(self.api, now, own_pool)
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         """The smallest GPU type that fits a node, cheapest among equals, in the chosen cloud."""
-        from skyward.providers import select_instance
-
         request = node_request(spec)
         vcpus, memory = default_size(request["cpu"], request["memory"])
         types = pod_types(self.api.gpu_types(), self.config.cloud, vcpus, memory, self.config.bid_margin)

@@ -1,35 +1,43 @@
-"""Hook implementations of skyward-runpod, loaded through the ``skyward`` entry-point group."""
+"""Hook implementations of skyward-runpod, loaded through the ``skyward`` entry-point group.
+
+pluggy imports this module in every process that loads the plugins (each worker on each
+node included), so it imports only what the package's ``__init__`` already loads (the
+config class). The driver (~70 modules and ~22 ms, mostly the cloud template and asyncio)
+is imported when a pool is about to run on RunPod, the command line's tools (the API
+client, offers and resources: ~6 modules, ~4 ms) when a command, ``sky.offers`` or
+``selection="cheapest"`` asks for them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from skyward.providers import ProviderPlugin, ProviderTools, hookimpl
+from skyward.providers import ProviderDriver, ProviderPlugin, ProviderTools, hookimpl
+from skyward_runpod.config import RunPod
 
-if TYPE_CHECKING:  # the config class, for the record's type; the hooks import it when called
-    from skyward_runpod.config import RunPod
+
+def create_driver(config: RunPod) -> ProviderDriver:
+    """A ``RunPodDriver`` for ``config``: its module is imported here, when a pool is about
+    to run on RunPod, not by every process that loads the plugins or lists the providers."""
+    from skyward_runpod.driver import RunPodDriver  # noqa: PLC0415  # deferred: the driver (~22 ms), for a pool here only
+
+    return RunPodDriver(config)
 
 
 @hookimpl
 def skyward_providers() -> Sequence[ProviderPlugin[RunPod]]:
-    from skyward_runpod.config import RunPod
-    from skyward_runpod.driver import RunPodDriver
-
-    return [ProviderPlugin(name="runpod", config_type=RunPod, create_driver=RunPodDriver)]
+    return [ProviderPlugin(name="runpod", config_type=RunPod, create_driver=create_driver)]
 
 
 @hookimpl
 def skyward_exports() -> Mapping[str, object]:
     """``skyward.RunPod``."""
-    from skyward_runpod.config import RunPod
-
     return {"RunPod": RunPod}
 
 
 @hookimpl
 def skyward_provider_tools() -> Sequence[ProviderTools]:
     """``skyward ls``, ``down``, ``offers`` and ``doctor`` for RunPod."""
-    from skyward_runpod.tools import TOOLS
+    from skyward_runpod.tools import TOOLS  # noqa: PLC0415  # deferred: ~6 modules, ~4 ms; the command line only
 
     return [TOOLS]

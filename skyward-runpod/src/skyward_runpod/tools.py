@@ -14,12 +14,14 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    offers_from,
     reported_as,
 )
 from skyward.providers.cloud.http import APIError
 from skyward_runpod import resources
 from skyward_runpod.api import RunPodAPI
 from skyward_runpod.config import KEY_ENV, RunPod, api_key
+from skyward_runpod.offers import default_size, pod_types
 
 
 class RunPodSession:
@@ -58,9 +60,6 @@ class RunPodSession:
             return resources.delete_and_verify(self.api, items)
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        from skyward.providers import offers_from
-        from skyward_runpod.offers import default_size, pod_types
-
         vcpus, memory = default_size(None, None)
         with reported_as("listing RunPod GPU types", APIError):
             types = pod_types(self.api.gpu_types(), self.config.cloud, vcpus, memory, self.config.bid_margin)

@@ -17,16 +17,17 @@ from typing import Any
 
 from skyward.errors import ProvisioningError
 from skyward.providers import Accelerator, EventSink, Market, NodePlan, PoolSpec
-from skyward.providers.cloud import ChosenOffer, InstanceState, Labels, NodeRequest
+from skyward.providers.cloud import ChosenOffer, Labels, NodeRequest
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
 from skyward.providers.cloud.marketplace_start import start_command
 from skyward.providers.cloud.sizing import node_request
 from skyward_vastai.api import OfferTaken, VastAPI
 from skyward_vastai.config import VastAI, api_key
 from skyward_vastai.offers import VastOffer, fitting, parse_offers, search_query
+from skyward_vastai.resources import reap_with
+from skyward_vastai.status import state_of
 
 PROVIDER = "vastai"
-_STOPPED = frozenset({"exited", "stopped", "offline", "inactive"})
 
 
 class NoOfferLeft(ProvisioningError):
@@ -46,13 +47,6 @@ def ports_of(raw: Mapping[str, Any]) -> dict[int, int]:
         except (KeyError, TypeError, ValueError, IndexError):
             continue
     return found
-
-
-def state_of(raw: Mapping[str, Any], mapped: bool) -> InstanceState:
-    status = str(raw.get("actual_status") or "")
-    if status in _STOPPED or raw.get("intended_status") == "stopped":
-        return InstanceState.STOPPED
-    return InstanceState.RUNNING if status == "running" and mapped else InstanceState.PENDING
 
 
 class VastAIDriver(MarketplaceProvider[VastAI]):
@@ -93,8 +87,6 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
         self.api.destroy(instance_id)
 
     def reap_leftovers(self, now: float, own_pool: str) -> list[str]:
-        from skyward_vastai.resources import reap_with
-
         return reap_with(self.api, now, own_pool)
 
     # -- prepare ------------------------------------------------------------------------

@@ -13,13 +13,12 @@ from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace import parse_pool_label
 from skyward.providers.cloud.removal import delete_each, reap_containers, verified_removals
 from skyward_vastai.api import VastAPI
+from skyward_vastai.status import state_of
 
 PROVIDER = "vastai"
 
 
 def resource_of(raw: dict[str, Any]) -> Resource | None:
-    from skyward_vastai.driver import state_of
-
     mark = parse_pool_label(str(raw.get("label") or ""))
     if mark is None:
         return None

@@ -14,12 +14,14 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    offers_from,
     reported_as,
 )
 from skyward.providers.cloud.http import APIError
 from skyward_vastai import resources
 from skyward_vastai.api import VastAPI
 from skyward_vastai.config import KEY_ENV, VastAI, api_key
+from skyward_vastai.offers import parse_offers, search_query
 
 
 class VastAISession:
@@ -55,9 +57,6 @@ class VastAISession:
             return resources.delete_and_verify(self.api, items)
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        from skyward.providers import offers_from
-        from skyward_vastai.offers import parse_offers, search_query
-
         with reported_as("searching VastAI offers", APIError):
             found = parse_offers(self.api.search(search_query(self.config, query.count)), self.config.bid_margin)
         return offers_from(self.provider, [o.instance for o in found], query)
