@@ -9,6 +9,7 @@ POST after a 500 (a second billed droplet) and would not repeat it after a 429.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -21,6 +22,12 @@ from skyward_digitalocean.config import DigitalOcean
 T = TypeVar("T")
 JSON = dict[str, Any]
 PAGE_SIZE = 200
+
+# pydo and azure-core are imported inside the functions that use them: this module loads
+# with the package (``__init__`` -> reaper -> api), so with the plugin's entry point in
+# every process that reads the plugin registry, workers included. Measured after the
+# registry is loaded: ``import pydo`` adds 122 modules and ~60 ms, ``azure.core`` alone
+# 62 modules and ~15 ms; a process only pays them once it talks to DigitalOcean.
 
 
 class DigitalOceanAPIError(ProvisioningError):
@@ -40,8 +47,8 @@ def _auth_policy_for_plain_http(token: str) -> Any:
     """azure-core's bearer policy refuses a token over plain http; its per-request
     ``enforce_https`` option is the supported way to allow it. We set it only for a
     loopback endpoint (a test double), so a token never travels unencrypted off-host."""
-    from azure.core.pipeline.policies import BearerTokenCredentialPolicy
-    from pydo._patch import TokenCredentials
+    from azure.core.pipeline.policies import BearerTokenCredentialPolicy  # noqa: PLC0415  # heavy, see top
+    from pydo._patch import TokenCredentials  # noqa: PLC0415  # heavy, see top
 
     class LoopbackBearerPolicy(BearerTokenCredentialPolicy):  # type: ignore[type-arg]
         def on_request(self, request: Any) -> None:
@@ -53,7 +60,7 @@ def _auth_policy_for_plain_http(token: str) -> Any:
 
 def make_client(config: DigitalOcean, token: str) -> Any:
     """A pydo Client for ``config.api_url``."""
-    import pydo
+    import pydo  # noqa: PLC0415  # heavy (~60 ms), see top
 
     url = urlsplit(config.api_url)
     kwargs: dict[str, Any] = {}
@@ -89,7 +96,11 @@ def _body_of(response: Any) -> dict[str, Any]:
 
 
 def classify(exc: BaseException) -> Failure | None:
-    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+    from azure.core.exceptions import (  # noqa: PLC0415  # heavy (~15 ms), see top
+        HttpResponseError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
 
     if isinstance(exc, _StatusError):
         return Failure(status=exc.status, sent=True, headers=exc.headers)
@@ -117,8 +128,6 @@ class DigitalOceanAPI:
     """The calls the driver and the reaper make. Every method blocks and retries."""
 
     def __init__(self, client: Any, backoff: Backoff, sleep: Callable[[float], None] | None = None) -> None:
-        import time
-
         self._client = client
         self._backoff = backoff
         self._sleep = sleep or time.sleep
@@ -128,7 +137,7 @@ class DigitalOceanAPI:
     def _call(self, action: str, method: str, op: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[int, JSON]:
         """Run one pydo operation; returns (status, body). Raises DigitalOceanAPIError
         for any status >= 400 that is not in ``ok`` after retries."""
-        from azure.core.exceptions import AzureError, HttpResponseError
+        from azure.core.exceptions import AzureError, HttpResponseError  # noqa: PLC0415  # heavy, see top
 
         def once() -> tuple[int, JSON]:
             captured: dict[str, Any] = {}

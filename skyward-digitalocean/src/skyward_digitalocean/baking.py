@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from skyward.providers import LABEL_BAKED, BakedImage, BakeKey, EventSink
+from skyward.providers import LABEL_BAKED, BakedImage, BakeKey, EventSink, Notice
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError
 from skyward_digitalocean.naming import COMMON_TAG
 
@@ -142,8 +142,6 @@ class DropletSnapshots:
         """Start the snapshot action and a thread that labels the snapshot once it
         completes; then label the droplet, so that another pool sees the bake under way
         (a droplet that could not be labelled only lets another pool bake too)."""
-        from skyward.providers import Notice
-
         name = f"{NAME_PREFIX}{key.image_hash}-{key.env_key[-8:]}-{pool_id}"
         tags = list(dict.fromkeys([baked_tag(), *label_tags(key)]))
         action = self.api.snapshot_droplet(int(instance_id), name)
@@ -160,8 +158,6 @@ class DropletSnapshots:
         return BakedImage(id=name, key=key, created="", ready=False, name=name)
 
     def _finish(self, action_id: int, droplet_id: str, name: str, tags: list[str]) -> None:
-        from skyward.providers import Notice
-
         try:
             status = self._await(action_id)
             if status != "completed":

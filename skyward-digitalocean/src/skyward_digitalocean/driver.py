@@ -15,10 +15,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from skyward.errors import CapacityError, ConfigurationError, NoOfferError, ProvisioningError, QuotaError
-from skyward.providers import BakedImage, Bakery, BootstrapContext, EventSink, Market, NodeHandle, NodePlan, PoolSpec
+from skyward.providers import (
+    BakedImage,
+    Bakery,
+    BootstrapContext,
+    EventSink,
+    Market,
+    NodeHandle,
+    NodePlan,
+    NoMatchingInstanceError,
+    PoolSpec,
+    select_instance,
+)
 from skyward.providers.cloud import (
     ChosenOffer,
     CloudProvider,
@@ -44,6 +56,7 @@ from skyward_digitalocean.naming import (
     run_dir,
 )
 from skyward_digitalocean.offers import DropletSize, capacity_hint, image_for, parse_sizes
+from skyward_digitalocean.reaper import reap_with
 
 PROVIDER = "digitalocean"
 USER_DATA_LIMIT = 64 * 1024  # bytes; DigitalOcean refuses larger user-data
@@ -113,8 +126,6 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
     # -- prepare ------------------------------------------------------------------------
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward_digitalocean.reaper import reap_with
-
         def sweep() -> list[str]:
             self.reaped = None
             self.reaped = reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
@@ -159,10 +170,6 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         The size is chosen from everything DigitalOcean sells, then checked against the
         region: when the region lacks the smallest fitting size, the pool fails and says
         where it is offered, rather than quietly renting a bigger (dearer) one."""
-        from dataclasses import replace
-
-        from skyward.providers import NoMatchingInstanceError, select_instance
-
         request = node_request(spec)
         sizes = parse_sizes(self.api.sizes(), self.config.region)
         offered = sorted({r for s in sizes for r in s.regions})
@@ -201,8 +208,6 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
         return run_dir(spec.pool_id)
 
     def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
-        from dataclasses import replace
-
         context = super().bootstrap_context(spec, market, run_dir, node)
         return replace(context, baked=self._bakery.starts_baked)
 

@@ -14,14 +14,17 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    offers_from,
     reported_as,
 )
+from skyward.providers.cloud.addresses import client_address, firewall_source
 from skyward.providers.cloud.retry import Backoff
 from skyward_digitalocean import resources
 from skyward_digitalocean.api import DigitalOceanAPI, DigitalOceanAPIError, make_client
 from skyward_digitalocean.config import TOKEN_ENV, DigitalOcean, token_from_env
 from skyward_digitalocean.firewall import firewall_body, firewall_problems
 from skyward_digitalocean.naming import pool_tag, resource_name
+from skyward_digitalocean.offers import parse_sizes
 
 
 class DigitalOceanSession:
@@ -65,9 +68,6 @@ class DigitalOceanSession:
             return resources.delete_and_verify(self.api, items)
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        from skyward.providers import offers_from
-        from skyward_digitalocean.offers import parse_sizes
-
         if query.spot:
             return []  # DigitalOcean has no spot market
         with reported_as("listing DigitalOcean sizes", DigitalOceanAPIError):
@@ -78,8 +78,6 @@ class DigitalOceanSession:
         """The account's state and droplet limit (``GET /v2/account``; every droplet
         counted, GPU ones too), the configured region against the regions DigitalOcean
         offers sizes in, and the firewall a pool would send against DO's documented rules."""
-        from skyward_digitalocean.offers import parse_sizes
-
         with reported_as("checking the DigitalOcean account", DigitalOceanAPIError):
             account = self.api.account()
             used = len(self.api.all_droplets())
@@ -121,8 +119,6 @@ class DigitalOceanSession:
         return checks
 
     def client_address(self) -> str:
-        from skyward.providers.cloud.addresses import client_address, firewall_source
-
         c = self.config
         return firewall_source(client_address(c.client_address, c.address_url, c.api_timeout, "DigitalOcean"))
 

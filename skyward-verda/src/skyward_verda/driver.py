@@ -18,11 +18,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyward.errors import CapacityError, ConfigurationError, ProvisioningError
-from skyward.providers import EventSink, Market, NodePlan, PoolSpec, SpotNever, SpotStrategy
+from skyward.providers import (
+    EventSink,
+    Market,
+    NodePlan,
+    NoMatchingInstanceError,
+    PoolSpec,
+    SpotNever,
+    SpotStrategy,
+    select_instance,
+)
 from skyward.providers.cloud import ChosenOffer, Instance, InstanceState, Labels, NodeRequest, SpotCloudProvider
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.retry import Backoff
 from skyward.providers.cloud.sizing import node_request
+from skyward.providers.cloud.sshkey import throwaway_public_key
 from skyward_verda.api import VerdaAPI, VerdaAPIError
 from skyward_verda.config import Verda, credentials_from_env
 from skyward_verda.markets import markets_needed
@@ -37,6 +47,7 @@ from skyward_verda.offers import (
     parse_instance_types,
     where_available,
 )
+from skyward_verda.reaper import reap_with
 from skyward_verda.teardown import Doomed, delete_instances
 
 PROVIDER = "verda"
@@ -135,8 +146,6 @@ class VerdaDriver(SpotCloudProvider[Verda]):
     # -- prepare ------------------------------------------------------------------------
 
     def reap(self, spec: PoolSpec, emit: EventSink) -> None:
-        from skyward_verda.reaper import reap_with
-
         def sweep() -> list[str]:
             self.reaped = None
             self.reaped = reaped = reap_with(self.api, now=self._clock(), own_pool=spec.pool_id)
@@ -150,8 +159,6 @@ class VerdaDriver(SpotCloudProvider[Verda]):
         The type is chosen from everything Verda offers, then a location for it: when the
         smallest fitting type has no capacity, the pool fails and says what is available,
         rather than quietly renting a bigger (dearer) one."""
-        from skyward.providers import NoMatchingInstanceError, select_instance
-
         self._pool_id = spec.pool_id
         markets = markets_needed(list(plans))
         types = parse_instance_types(self.api.instance_types())
@@ -216,8 +223,6 @@ class VerdaDriver(SpotCloudProvider[Verda]):
         if self.config.ssh_key_ids:
             self._key_ids = list(self.config.ssh_key_ids)
             return
-        from skyward.providers.cloud.sshkey import throwaway_public_key
-
         name = resource_name(spec.pool_id, labels.expires)
         self._key_id = self.api.create_ssh_key(name, throwaway_public_key(name))
         self._key_ids = [self._key_id]

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from skyward.errors import ConfigurationError
-from skyward.providers import GIB, InstanceType
+from skyward.providers import GIB, InstanceType, parse_accelerator
 
 _TYPE_NAME = re.compile(r"^(?P<count>\d+)(?P<model>[A-Z][A-Z0-9]*?)(?:\.(?P<mem>\d+)(?P<ff>[SP])?)?\.(?P<vcpus>\d+)V$")
 _FORM_FACTORS = {"S": "SXM", "P": "PCIe"}
@@ -33,8 +33,6 @@ _COUNT = re.compile(r"^\d+\s*x$", re.IGNORECASE)
 
 
 def _parses(text: str) -> str | None:
-    from skyward.providers import parse_accelerator
-
     try:
         return str(parse_accelerator(text))
     except (ConfigurationError, ValueError):
@@ -185,8 +183,6 @@ def offered(
 ) -> list[InstanceType]:
     """The types with ``available`` set: deployable now in one of ``locations`` in the
     markets the pool needs."""
-    from dataclasses import replace
-
     return [
         replace(t.instance, available=any(fits(t.name, loc, markets, on_demand, spot) for loc in locations))
         for t in types

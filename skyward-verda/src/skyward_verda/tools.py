@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from skyward.providers import (
@@ -14,11 +15,14 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    offers_from,
     reported_as,
 )
+from skyward.providers.cloud.addresses import client_address, firewall_source
 from skyward_verda import resources
-from skyward_verda.api import VerdaAPI, VerdaAPIError
+from skyward_verda.api import SCRIPTS_QUOTA, VerdaAPI, VerdaAPIError
 from skyward_verda.config import CLIENT_ID_ENV, CLIENT_SECRET_ENV, Verda, credentials_from_env
+from skyward_verda.offers import parse_instance_types
 
 
 class VerdaSession:
@@ -65,11 +69,6 @@ class VerdaSession:
             return resources.delete_and_verify(self.api, items)
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        import dataclasses
-
-        from skyward.providers import offers_from
-        from skyward_verda.offers import parse_instance_types
-
         with reported_as("listing Verda instance types", VerdaAPIError):
             types = parse_instance_types(self.api.instance_types())
         region = self.config.region or "any"
@@ -80,8 +79,6 @@ class VerdaSession:
         """The balance (``GET /balance``: deploys fail on an empty one) and the startup
         scripts against Verda's per-project quota (100 by default: API change notes,
         2026-03-30), since a pool adds one script per node."""
-        from skyward_verda.api import SCRIPTS_QUOTA
-
         with reported_as("checking the Verda account", VerdaAPIError):
             balance = self.api.balance()
             scripts = len(self.api.scripts())
@@ -100,8 +97,6 @@ class VerdaSession:
         ]  # fmt: skip
 
     def client_address(self) -> str:
-        from skyward.providers.cloud.addresses import client_address, firewall_source
-
         c = self.config
         return firewall_source(client_address(c.client_address, c.address_url, c.api_timeout, "Verda"))
 
