@@ -12,22 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from skyward.providers import ProviderDriver, ProviderPlugin, ProviderTools, VolumePlugin, hookimpl
+from skyward.providers import ProviderPlugin, ProviderTools, VolumePlugin, deferred_driver, hookimpl
 from skyward_aws.config import AWS
 from skyward_aws.volumes import S3Volume, mount_script
 
 
-def create_driver(config: AWS) -> ProviderDriver:
-    """An ``AWSDriver`` for ``config``: its module is imported here, when a pool is about
-    to run on AWS, not by every process that loads the plugins or lists the providers."""
-    from skyward_aws.driver import AWSDriver  # noqa: PLC0415  # deferred: the driver (~70 ms), for a pool here only
-
-    return AWSDriver(config)
-
-
 @hookimpl
 def skyward_providers() -> Sequence[ProviderPlugin[AWS]]:
-    return [ProviderPlugin(name="aws", config_type=AWS, create_driver=create_driver)]
+    return [
+        ProviderPlugin(
+            name="aws", config_type=AWS, create_driver=deferred_driver(AWS, "skyward_aws.driver", "AWSDriver")
+        )
+    ]
 
 
 @hookimpl

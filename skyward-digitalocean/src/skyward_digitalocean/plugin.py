@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from skyward.providers import ProviderDriver, ProviderPlugin, ProviderTools, hookimpl
+from skyward.providers import ProviderPlugin, ProviderTools, deferred_driver, hookimpl
 from skyward_digitalocean.config import DigitalOcean
 
 # pluggy imports this module in every process that reads the plugin registry, each worker
@@ -15,17 +15,15 @@ from skyward_digitalocean.config import DigitalOcean
 # The config is free: the package's ``__init__`` has already imported it.
 
 
-def create_driver(config: DigitalOcean) -> ProviderDriver:
-    """A ``DigitalOceanDriver`` for ``config``: its module is imported here, when a pool is about
-    to run on DigitalOcean, not by every process that loads the plugins or lists the providers."""
-    from skyward_digitalocean.driver import DigitalOceanDriver  # noqa: PLC0415  # ~15 ms, see top
-
-    return DigitalOceanDriver(config)
-
-
 @hookimpl
 def skyward_providers() -> Sequence[ProviderPlugin[DigitalOcean]]:
-    return [ProviderPlugin(name="digitalocean", config_type=DigitalOcean, create_driver=create_driver)]
+    return [
+        ProviderPlugin(
+            name="digitalocean",
+            config_type=DigitalOcean,
+            create_driver=deferred_driver(DigitalOcean, "skyward_digitalocean.driver", "DigitalOceanDriver"),
+        )
+    ]
 
 
 @hookimpl

@@ -12,21 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from skyward.providers import ProviderDriver, ProviderPlugin, ProviderTools, hookimpl
+from skyward.providers import ProviderPlugin, ProviderTools, deferred_driver, hookimpl
 from skyward_runpod.config import RunPod
-
-
-def create_driver(config: RunPod) -> ProviderDriver:
-    """A ``RunPodDriver`` for ``config``: its module is imported here, when a pool is about
-    to run on RunPod, not by every process that loads the plugins or lists the providers."""
-    from skyward_runpod.driver import RunPodDriver  # noqa: PLC0415  # deferred: the driver (~22 ms), for a pool here only
-
-    return RunPodDriver(config)
 
 
 @hookimpl
 def skyward_providers() -> Sequence[ProviderPlugin[RunPod]]:
-    return [ProviderPlugin(name="runpod", config_type=RunPod, create_driver=create_driver)]
+    return [
+        ProviderPlugin(
+            name="runpod",
+            config_type=RunPod,
+            create_driver=deferred_driver(RunPod, "skyward_runpod.driver", "RunPodDriver"),
+        )
+    ]
 
 
 @hookimpl

@@ -12,21 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from skyward.providers import ProviderDriver, ProviderPlugin, ProviderTools, hookimpl
+from skyward.providers import ProviderPlugin, ProviderTools, deferred_driver, hookimpl
 from skyward_vastai.config import VastAI
-
-
-def create_driver(config: VastAI) -> ProviderDriver:
-    """A ``VastAIDriver`` for ``config``: its module is imported here, when a pool is about
-    to run on VastAI, not by every process that loads the plugins or lists the providers."""
-    from skyward_vastai.driver import VastAIDriver  # noqa: PLC0415  # deferred: the driver (~22 ms), for a pool here only
-
-    return VastAIDriver(config)
 
 
 @hookimpl
 def skyward_providers() -> Sequence[ProviderPlugin[VastAI]]:
-    return [ProviderPlugin(name="vastai", config_type=VastAI, create_driver=create_driver)]
+    return [
+        ProviderPlugin(
+            name="vastai",
+            config_type=VastAI,
+            create_driver=deferred_driver(VastAI, "skyward_vastai.driver", "VastAIDriver"),
+        )
+    ]
 
 
 @hookimpl

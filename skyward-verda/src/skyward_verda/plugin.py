@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from skyward.providers import ProviderDriver, ProviderPlugin, ProviderTools, hookimpl
+from skyward.providers import ProviderPlugin, ProviderTools, deferred_driver, hookimpl
 from skyward_verda.config import Verda
 
 # pluggy imports this module in every process that reads the plugin registry, each worker
@@ -15,17 +15,13 @@ from skyward_verda.config import Verda
 # The config is free: the package's ``__init__`` has already imported it.
 
 
-def create_driver(config: Verda) -> ProviderDriver:
-    """A ``VerdaDriver`` for ``config``: its module is imported here, when a pool is about
-    to run on Verda, not by every process that loads the plugins or lists the providers."""
-    from skyward_verda.driver import VerdaDriver  # noqa: PLC0415  # ~15 ms, see top
-
-    return VerdaDriver(config)
-
-
 @hookimpl
 def skyward_providers() -> Sequence[ProviderPlugin[Verda]]:
-    return [ProviderPlugin(name="verda", config_type=Verda, create_driver=create_driver)]
+    return [
+        ProviderPlugin(
+            name="verda", config_type=Verda, create_driver=deferred_driver(Verda, "skyward_verda.driver", "VerdaDriver")
+        )
+    ]
 
 
 @hookimpl

@@ -67,6 +67,7 @@ from skyward.providers.baking import (
 )
 from skyward.providers.checks import AccountCheck, AccountChecks
 from skyward.providers.contexts import BootstrapContext, local_bootstrap_context
+from skyward.providers.deferred import deferred_driver
 from skyward.providers.offers import Offer, OfferQuery, OfferSource, fits, offers_from
 from skyward.providers.protocol import (
     ConsoleOutput,
@@ -134,7 +135,8 @@ __all__ = [
     "ProviderSettings", "ProviderTools", "ReclaimWatch", "Removal", "Resource", "ResourceSession", "SpotAlways",
     "SpotIfAvailable", "SpotMarket", "SpotNever", "SpotPercent", "SpotReplacement", "SpotStrategy",
     "UserDataFactory", "VolumeMounts", "VolumePlugin",
-    "bake_key", "baked_resource", "config_for", "credential_check", "current_catalog", "fits", "format_memory",
+    "bake_key", "baked_resource", "config_for", "credential_check", "current_catalog", "deferred_driver", "fits",
+    "format_memory",
     "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",
     "parse_accelerator", "parse_memory", "parse_number", "parse_time", "plan_markets", "reported_as",
     "select_instance", "settings_of", "wants_spot",
