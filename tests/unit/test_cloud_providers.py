@@ -20,7 +20,7 @@ from skyward.providers.cloud.naming import PoolMark, expired_names, expiry, is_e
 from skyward.providers.cloud.reaping import delete_doomed
 from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry, retry_after, should_retry
 from skyward.providers.cloud.settings import check_attempts, check_port, check_seconds, check_urls
-from skyward.providers.cloud.sizing import node_request
+from skyward.providers.cloud.sizing import NodeSize, node_request
 from skyward.units import MIB
 
 # -- the client's address -------------------------------------------------------------------
@@ -73,9 +73,9 @@ def test_settings_errors_name_the_provider_and_the_setting() -> None:
 
 def test_a_node_must_hold_every_worker_it_runs() -> None:
     spec = SimpleNamespace(workers_per_node=4, accelerator=None, cpu=2, memory_mb=512, machine="m")
-    assert node_request(spec) == dict(accelerator=None, cpu=8, memory=4 * 512 * MIB, machine="m")
+    assert node_request(spec) == NodeSize(accelerator=None, cpu=8, memory=4 * 512 * MIB, machine="m")
     unset = SimpleNamespace(workers_per_node=4, accelerator="H100", cpu=None, memory_mb=None, machine=None)
-    assert node_request(unset) == dict(accelerator="H100", cpu=None, memory=None, machine=None)
+    assert node_request(unset) == NodeSize(accelerator="H100", cpu=None, memory=None, machine=None)
 
 
 # -- expiry and reaping ---------------------------------------------------------------------

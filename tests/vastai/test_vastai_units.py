@@ -19,6 +19,7 @@ from skyward.providers.cloud.marketplace import (
     pool_label,
     reap_reason,
 )
+from skyward.providers.cloud.sizing import NodeSize
 from skyward.providers.cloud.template import InstanceState
 from skyward_vastai import VastAI
 from skyward_vastai.api import OfferTaken, rent_refusal
@@ -96,15 +97,15 @@ def test_every_catalog_name_it_gives_parses_as_an_accelerator() -> None:
 
 def test_the_cheapest_fitting_offer_with_the_fewest_gpus_comes_first() -> None:
     offers = parse_offers(OFFERS, bid_margin=0.2)
-    ids = [o.id for o in fitting(offers, {"accelerator": None, "cpu": None, "memory": None, "machine": None}, False)]
+    ids = [o.id for o in fitting(offers, NodeSize(accelerator=None, cpu=None), False)]
     assert ids[:3] == [401, 402, 101]  # quality filters are the search's (server side); here only fit and price
-    a100 = [o.id for o in fitting(offers, {"accelerator": "A100-80GB", "cpu": None, "memory": None, "machine": None},
+    a100 = [o.id for o in fitting(offers, NodeSize(accelerator="A100-80GB", cpu=None),
                                   False)]  # fmt: skip
     assert a100 == [201, 202]
-    h100x8 = [o.id for o in fitting(offers, {"accelerator": "H100:8", "cpu": None, "memory": None, "machine": None},
+    h100x8 = [o.id for o in fitting(offers, NodeSize(accelerator="H100:8", cpu=None),
                                     False)]  # fmt: skip
     assert h100x8 == [303]
-    big = fitting(offers, {"accelerator": "H100", "cpu": 64, "memory": None, "machine": None}, False)
+    big = fitting(offers, NodeSize(accelerator="H100", cpu=64), False)
     assert [o.id for o in big] == [303]
 
 

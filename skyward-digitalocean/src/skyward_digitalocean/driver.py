@@ -29,7 +29,6 @@ from skyward.providers import (
     NodePlan,
     NoMatchingInstanceError,
     PoolSpec,
-    select_instance,
 )
 from skyward.providers.cloud import (
     ChosenOffer,
@@ -180,11 +179,11 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
             )
         by_slug = {s.slug: s for s in sizes}
         anywhere = [replace(s.instance, available=bool(s.regions)) for s in sizes]
-        chosen = by_slug[select_instance(anywhere, **request).name]
+        chosen = by_slug[request.select(anywhere).name]
         if chosen.instance.available:
             return chosen
         try:
-            here = by_slug[select_instance([s.instance for s in sizes], **request).name]
+            here = by_slug[request.select([s.instance for s in sizes]).name]
         except NoMatchingInstanceError:
             here = None
         regions = list(chosen.regions)

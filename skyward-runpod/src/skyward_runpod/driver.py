@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from skyward.errors import ProvisioningError
-from skyward.providers import GIB, EventSink, Market, NodePlan, PoolSpec, select_instance
+from skyward.providers import GIB, EventSink, Market, NodePlan, PoolSpec
 from skyward.providers.cloud import ChosenOffer, InstanceState, Labels, NodeRequest
 from skyward.providers.cloud.http import APIError
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
@@ -95,9 +95,9 @@ class RunPodDriver(MarketplaceProvider[RunPod]):
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
         """The smallest GPU type that fits a node, cheapest among equals, in the chosen cloud."""
         request = node_request(spec)
-        vcpus, memory = default_size(request["cpu"], request["memory"])
+        vcpus, memory = default_size(request.cpu, request.memory)
         types = pod_types(self.api.gpu_types(), self.config.cloud, vcpus, memory, self.config.bid_margin)
-        chosen = select_instance([t.instance for t in types], **request)
+        chosen = request.select([t.instance for t in types])
         self._type = next(t for t in types if t.instance == chosen)
         return ChosenOffer(
             instance_type=chosen.name,

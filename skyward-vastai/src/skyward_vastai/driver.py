@@ -20,7 +20,7 @@ from skyward.providers import Accelerator, EventSink, Market, NodePlan, PoolSpec
 from skyward.providers.cloud import ChosenOffer, Labels, NodeRequest
 from skyward.providers.cloud.marketplace_driver import MarketplaceProvider
 from skyward.providers.cloud.marketplace_start import start_command
-from skyward.providers.cloud.sizing import node_request
+from skyward.providers.cloud.sizing import NodeSize, node_request
 from skyward_vastai.api import OfferTaken, VastAPI
 from skyward_vastai.config import VastAI, api_key
 from skyward_vastai.offers import VastOffer, fitting, parse_offers, search_query
@@ -65,7 +65,7 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
         super().__init__(config, clock=clock, sleep=sleep)
         self._offers: dict[Market, list[VastOffer]] = {}
         self._tried: set[int] = set()
-        self._wanted: dict[str, Any] = {}
+        self._wanted = NodeSize()
 
     @cached_property
     def api(self) -> VastAPI:
@@ -92,7 +92,7 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
     # -- prepare ------------------------------------------------------------------------
 
     def _search(self) -> None:
-        accelerator = self._wanted.get("accelerator")
+        accelerator = self._wanted.accelerator
         gpus = accelerator.count if isinstance(accelerator, Accelerator) else 1
         offers = parse_offers(self.api.search(search_query(self.config, gpus)), self.config.bid_margin)
         offers = [o for o in offers if o.id not in self._tried]
@@ -106,7 +106,7 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
         on_demand, spot = self._offers[Market.ON_DEMAND], self._offers[Market.SPOT]
         if not on_demand:
             raise ProvisioningError(
-                f"no VastAI offer fits a node of this pool ({self._describe_request()}) among verified hosts with "
+                f"no VastAI offer fits a node of this pool ({self._wanted.describe()}) among verified hosts with "
                 f"reliability >= {self.config.min_reliability:g}, CUDA >= {self.config.min_cuda:g} and "
                 f"{self.config.disk_gb} GB of disk. Try another accelerator or size, "
                 "VastAI(verified_only=False, min_reliability=...), or again later"
@@ -119,10 +119,6 @@ class VastAIDriver(MarketplaceProvider[VastAI]):
             price_spot=spot[0].instance.spot_price if spot else None,
             spot_available=bool(spot),
         )
-
-    def _describe_request(self) -> str:
-        parts = [f"{k}={v}" for k, v in self._wanted.items() if v is not None]
-        return ", ".join(parts) or "any machine"
 
     # -- the verbs ------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skyward.providers import MIB, InstanceType, NoMatchingInstanceError, select_instance
+from skyward.providers import MIB, InstanceType
 from skyward.providers.cloud.marketplace import catalog_gpu
+from skyward.providers.cloud.sizing import NodeSize
 from skyward_vastai.config import VastAI
 
 SEARCH_LIMIT = 400  # offers per search: VastAI's cheapest 400 reliable offers hold every common GPU
@@ -85,18 +86,10 @@ def parse_offers(data: Iterable[Mapping[str, Any]], bid_margin: float) -> list[V
     return [o for o in (parse_offer(d, bid_margin) for d in data) if o is not None]
 
 
-def fitting(offers: Iterable[VastOffer], request: Mapping[str, Any], spot: bool) -> list[VastOffer]:
-    """The offers that hold one node of ``request`` (``select_instance`` keywords: the
-    same rules as every provider), fewest GPUs first, then cheapest (spot: by bid)."""
-    fit = []
-    for offer in offers:
-        if spot and offer.instance.spot_price is None:
-            continue
-        try:
-            select_instance([offer.instance], **request)
-        except NoMatchingInstanceError:
-            continue
-        fit.append(offer)
+def fitting(offers: Iterable[VastOffer], request: NodeSize, spot: bool) -> list[VastOffer]:
+    """The offers that hold one node of ``request`` (the same rules as every provider),
+    fewest GPUs first, then cheapest (spot: by bid)."""
+    fit = [o for o in offers if request.fits(o.instance) and not (spot and o.instance.spot_price is None)]
 
     def price(o: VastOffer) -> float:
         p = o.instance.spot_price if spot else None

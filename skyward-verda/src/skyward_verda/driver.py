@@ -26,7 +26,6 @@ from skyward.providers import (
     PoolSpec,
     SpotNever,
     SpotStrategy,
-    select_instance,
 )
 from skyward.providers.cloud import ChosenOffer, Instance, InstanceState, Labels, NodeRequest, SpotCloudProvider
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
@@ -171,13 +170,13 @@ class VerdaDriver(SpotCloudProvider[Verda]):
             )
         candidates = [self.config.region] if self.config.region is not None else locations
         request = node_request(spec)
-        chosen = select_instance([t.instance for t in types], **request)
+        chosen = request.select([t.instance for t in types])
         on_demand = parse_availability(self.api.availability(spot=False))
         spot = parse_availability(self.api.availability(spot=True))
         location = choose_location(chosen.name, candidates, markets, on_demand, spot)
         if location is None:
             try:
-                other = select_instance(offered(types, candidates, markets, on_demand, spot), **request)
+                other = request.select(offered(types, candidates, markets, on_demand, spot))
             except NoMatchingInstanceError:
                 other = None
             raise CapacityError(self._no_capacity(chosen.name, markets, on_demand, spot, other))
