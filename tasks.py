@@ -86,7 +86,10 @@ def _in_isolated_netns(cmd: list[str | Path]) -> list[str | Path]:
 def test(extra: list[str]) -> int:
     ensure_venv(dev=True)
     env = dict(os.environ, PYTHONHASHSEED="0", SKYWARD_TEST_NETNS="")
-    base: list[str | Path] = [PY, "-m", "pytest", "-p", "no:cacheprovider"]
+    # two workers (pytest-xdist): the suite is safe in parallel (free ports, temporary
+    # directories, a namespace per run); on CI's 2-core machine this took the two passes
+    # from 8.1 + 10.9 minutes to 4.5 + 5.9 (fresh clones of the same commit)
+    base: list[str | Path] = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2"]
     code = run(*base, "-m", "not cloud", *extra, env=env, check=False)
     cloud_env = dict(env, SKYWARD_TEST_NETNS="1")
     cloud = run(*_in_isolated_netns([*base, "-m", "cloud", *extra]), env=cloud_env, check=False)
