@@ -28,6 +28,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "Offer": "skyward.offer_table",
     "OfferTable": "skyward.offer_table",
     "Image": "skyward.image",
+    "Nodes": "skyward.scaling",
     "Local": "skyward.providers.local",
     # worker-side helpers
     "instance_info": "skyward.runtime.context",
@@ -94,6 +95,9 @@ _EVENT_NAMES = [
     "TaskProgress",
     "InstanceInterrupted",
     "Notice",
+    "NodeAdded",
+    "NodeRemoved",
+    "PoolResized",
     "ProviderName",
 ]
 _CORE_EXPORTS.update({name: "skyward.events" for name in _EVENT_NAMES})
@@ -230,9 +234,12 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.events import (
         Metrics as Metrics,
     )
+    from skyward.events import NodeAdded as NodeAdded
+    from skyward.events import NodeRemoved as NodeRemoved
     from skyward.events import (
         Notice as Notice,
     )
+    from skyward.events import PoolResized as PoolResized
     from skyward.events import (
         PoolStarted as PoolStarted,
     )
@@ -275,6 +282,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.sampler import (
         DistributedSampler as DistributedSampler,
     )
+    from skyward.scaling import Nodes as Nodes
     from skyward.sharding import (
         shard as shard,
     )

@@ -11,7 +11,8 @@ exactly; the phases are:
   (per instance), then ``PoolStarted`` once every node is ready
 * execute: ``LogLine``, ``Metrics``, ``TaskProgress``, ``CostUpdate``
 * shutdown: ``PoolStopping`` -> ``InstanceStopping`` (per instance) -> ``CostFinal``
-* any time: ``Error``, ``Notice``, ``InstanceInterrupted``
+* any time: ``Error``, ``Notice``, ``InstanceInterrupted``; a pool that changes size
+  (elastic, or healing a lost node): ``NodeAdded``, ``NodeRemoved``, ``PoolResized``
 
 Three events are additions to the seed, because a live display cannot be drawn without
 them: ``TaskProgress`` (how many tasks are done), ``InstanceInterrupted`` (a spot
@@ -267,6 +268,48 @@ class Notice:
     message: str
 
 
+# --- a pool that changes size --------------------------------------------------------
+
+
+NodeChange: TypeAlias = Literal["scale-up", "scale-down", "replacement", "lost", "reclaimed", "resize"]
+"""Why a node joined or left a running pool: the autoscaler grew or shrank it
+(``scale-up``/``scale-down``), ``pool.resize(n)`` asked (``resize``), a node was lost
+(``lost``: its agent went silent, its process exited, the cloud says it is gone) or its
+spot instance was reclaimed (``reclaimed``), and a ``replacement`` took a lost node's
+place."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAdded:
+    """A node joined the running pool (its agent answered the handshake) and takes work
+    (addition to the seed: elastic and self-healing pools)."""
+
+    node: int
+    instance_id: str
+    reason: NodeChange
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRemoved:
+    """A node left the running pool: drained first when it was a scale-down (no task is
+    lost to it), or lost (its tasks run again elsewhere, see ``sky.compute(retries=)``)."""
+
+    node: int
+    instance_id: str
+    reason: NodeChange
+
+
+@dataclass(frozen=True, slots=True)
+class PoolResized:
+    """The pool's desired node count changed (autoscaler, ``pool.resize``): ``current`` is
+    how many nodes are live when it was decided, ``desired`` what the pool now works
+    towards."""
+
+    desired: int
+    current: int
+    reason: NodeChange
+
+
 SkywardEvent: TypeAlias = (
     InfraCreating
     | InfraCreated
@@ -287,6 +330,9 @@ SkywardEvent: TypeAlias = (
     | Error
     | InstanceInterrupted
     | Notice
+    | NodeAdded
+    | NodeRemoved
+    | PoolResized
 )
 """Any event Skyward emits."""
 
@@ -318,7 +364,11 @@ __all__ = [
     "KnownProviderName",
     "LogLine",
     "Metrics",
+    "NodeAdded",
+    "NodeChange",
+    "NodeRemoved",
     "Notice",
+    "PoolResized",
     "PoolStarted",
     "PoolStopping",
     "ProviderName",

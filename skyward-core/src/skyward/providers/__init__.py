@@ -15,7 +15,8 @@ Settings
     client address), ``NODE_TTL_MARGIN``, ``DEFAULT_AGENT_PORT``, :func:`settings_of`.
 Optional abilities, each a runtime-checkable Protocol
     :class:`SpotMarket`, :class:`SpotReplacement`, :class:`InterruptionNotices`,
-    :class:`ReclaimWatch`, :class:`PortMapping`, :class:`VolumeMounts`,
+    :class:`ReclaimWatch`, :class:`ElasticNodes` (elastic pools, replacing lost nodes),
+    :class:`NodeWatch`, :class:`PortMapping`, :class:`VolumeMounts`,
     :class:`FollowsBootstrap`, :class:`ConsoleOutput`, :class:`Bakes` (with its
     :class:`BakeStore` and :class:`Bakery`).
 The node's bootstrap
@@ -71,10 +72,12 @@ from skyward.providers.deferred import deferred_driver
 from skyward.providers.offers import Offer, OfferQuery, OfferSource, fits, offers_from
 from skyward.providers.protocol import (
     ConsoleOutput,
+    ElasticNodes,
     EventSink,
     FollowsBootstrap,
     InterruptionNotices,
     NodeHandle,
+    NodeWatch,
     PortMapping,
     Provider,
     ProviderDriver,
@@ -129,8 +132,9 @@ __all__ = [
     "AccountCheck", "AccountChecks", "Accelerator", "AddressSource", "BakeKey", "BakeStore", "BakedImage", "Bakery",
     "Bakes", "BootstrapContext",
     "BootstrapProgress", "BootstrapStarting", "Catalog", "CatalogEntry", "ConsoleOutput", "CredentialCheck",
-    "EventSink", "FollowsBootstrap", "InstanceLaunching", "InstanceProvisioned", "InstanceType",
-    "InterruptionNotices", "Market", "NoMatchingInstanceError", "NodeHandle", "NodePlan", "Notice", "NoticeKind",
+    "ElasticNodes", "EventSink", "FollowsBootstrap", "InstanceLaunching", "InstanceProvisioned", "InstanceType",
+    "InterruptionNotices", "Market", "NoMatchingInstanceError", "NodeHandle", "NodePlan", "NodeWatch", "Notice",
+    "NoticeKind",
     "Offer", "OfferQuery", "OfferSource", "PoolSpec", "PortMapping", "Provider", "ProviderDriver", "ProviderPlugin",
     "ProviderSettings", "ProviderTools", "ReclaimWatch", "Removal", "Resource", "ResourceSession", "SpotAlways",
     "SpotIfAvailable", "SpotMarket", "SpotNever", "SpotPercent", "SpotReplacement", "SpotStrategy",

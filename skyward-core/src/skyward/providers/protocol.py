@@ -208,6 +208,45 @@ class ReclaimWatch(Protocol):
 
 
 @runtime_checkable
+class ElasticNodes(Protocol):
+    """The provider adds nodes to a running pool and removes single ones: what elastic
+    pools grow and shrink with, and what replaces a node lost for any reason (the pool
+    removes the lost node, then adds one at its index). Without it a pool is a fixed set
+    of nodes: ``nodes=(2, 16)`` is refused at construction and a lost node is not
+    replaced."""
+
+    def add_nodes(
+        self, spec: PoolSpec, indices: Sequence[int], user_data: UserDataFactory, emit: EventSink
+    ) -> list[NodeHandle]:
+        """Start one node per index (its user data rendered for that index, on the
+        infrastructure ``prepare`` made) and return their handles, in ``indices`` order,
+        once each agent's endpoint is known: ``launch``'s contract for a few nodes while
+        the others run. On failure nothing it started is left, and the error is the kind
+        ``launch`` raises (``CapacityError``, ``QuotaError``, ``ProvisioningError``)."""
+        ...
+
+    def remove_nodes(self, nodes: Sequence[NodeHandle]) -> None:
+        """Delete exactly these nodes (the others keep running); a node already gone is
+        not an error."""
+        ...
+
+
+@runtime_checkable
+class NodeWatch(Protocol):
+    """The provider can tell which nodes are gone (a Local node's process exited, a
+    cloud instance terminated, stopped or failed) sooner than the liveness window: the
+    pool asks every ``node_poll_interval`` seconds and takes the lost-node path for
+    each. A spot node found gone takes the interruption path instead."""
+
+    node_poll_interval: float
+
+    def gone(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
+        """Instance id -> why, for those of ``nodes`` that are gone (one cheap call:
+        Local polls its processes, a cloud lists its instances once)."""
+        ...
+
+
+@runtime_checkable
 class PortMapping(Protocol):
     """Nodes are containers whose ports the host maps to others (VastAI, RunPod): the
     agent's and each worker's endpoint go through the mapping."""
