@@ -28,9 +28,7 @@ would hang it)."""
 
 def _count(name: str, value: object, lowest: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lowest <= value <= MAX_NODES:
-        raise ConfigurationError(
-            f"sky.Nodes({name}={value!r}): must be an integer >= {lowest} and at most {MAX_NODES}"
-        )
+        raise ConfigurationError(f"sky.Nodes({name}={value!r}): must be an integer >= {lowest} and at most {MAX_NODES}")
     return value
 
 
