@@ -137,7 +137,9 @@ def test_a_vastai_pool_asking_for_an_rtx4090_constructs_and_fits_only_the_4090_o
 
 
 def test_a_runpod_rtx4090_node_gets_the_geforce_gpu_type() -> None:
-    types = pod_types([*GPU_TYPES, gpu("NVIDIA RTX A5000", "RTX A5000", 24, 0.36, 0.29, 0.17)], "secure", 8, 1 << 35, 0.2)
+    types = pod_types(
+        [*GPU_TYPES, gpu("NVIDIA RTX A5000", "RTX A5000", 24, 0.36, 0.29, 0.17)], "secure", 8, 1 << 35, 0.2
+    )
     chosen = NodeSize(accelerator="RTX 4090").select(t.instance for t in types)
     assert chosen.name == "1x RTX 4090" and chosen.on_demand_price == pytest.approx(0.69)
     assert NodeSize(accelerator="A5000").select(t.instance for t in types).name == "1x RTX A5000"
