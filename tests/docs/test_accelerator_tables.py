@@ -15,6 +15,7 @@ from skyward.accelerators.vendors import CONSUMER_ENTRIES, WORKSTATION_ENTRIES
 from skyward.providers.cloud.marketplace import catalog_gpu
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "accelerators.md"
+NONE = "\N{EN DASH}"  # the page's mark for an empty cell
 
 
 def _section(heading: str) -> str:
@@ -79,7 +80,7 @@ def test_the_factory_table_lists_every_nvidia_factory_with_its_model_memory_and_
         model, memory, form_factors, mig = rows[f"`Accelerator.NVIDIA.{name}()`"]
         assert _code(model) == factory.model
         assert _memory(memory) == catalog.memories(factory.model)
-        assert form_factors == (", ".join(catalog.form_factors(factory.model)) or "–")
+        assert form_factors == (", ".join(catalog.form_factors(factory.model)) or NONE)
         assert (mig == "yes") == any(e.mig_profiles for e in catalog.variants(factory.model))
 
 
