@@ -105,3 +105,27 @@ def test_the_site_links_to_no_other_project_s_repository() -> None:
     config = (ROOT / "mkdocs.yml").read_text()
     assert not re.search(r"^repo_url:", config, re.MULTILINE)
     assert "gabfssilva" not in config
+
+
+_BARE_INSTALL = re.compile(r"""pip install (?:-\S+ )*["']?skyward(?:\[[a-z,]+\])?["']?(?:\s|$|`|\))""")
+
+
+def test_no_page_tells_a_reader_to_pip_install_skyward_from_the_index() -> None:
+    """``pip install skyward`` or ``'skyward[aws]'`` alone fetches the other project (or
+    nothing): a page may give it only with ``--find-links dist``, as the published form, or as
+    what does not work (``a plain pip install 'skyward[aws]'``)."""
+    pages = [ROOT / "README.md", *ROOT.glob("skyward-*/README.md"), *(ROOT / "docs").rglob("*.md")]
+    pages += [*(ROOT / "examples").glob("*.py")]
+    offending = []
+    for page in pages:
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for match in _BARE_INSTALL.finditer(line):
+                before = line[: match.start()]
+                if (
+                    "--find-links" in match[0]
+                    or any(word in before for word in ("published", "plain"))
+                    or "fetches" in line
+                ):
+                    continue
+                offending.append(f"{page.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offending == []
