@@ -41,8 +41,8 @@ VERSION_FILE = ROOT / "skyward-core" / "src" / "skyward" / "version.py"
 
 # What each task installs into .venv. "dev" is everything (requirements-dev.txt includes the
 # docs and dist files); "docs" is the site's tools alone (36 packages in a fresh .venv, pip
-# included, and 48 s from nothing to a built site on a 2-core machine, against the dev
-# stack's 163 with torch, jax and tensorflow); "dist" the build and check tools.
+# included, and under a minute from nothing to a built site on a 2-core machine; the dev
+# stack is 163 with torch, jax and tensorflow); "dist" the build and check tools.
 GROUPS = ("core", "docs", "dist", "dev")
 
 
