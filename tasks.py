@@ -7,12 +7,15 @@ python3 tasks.py check     # ruff (lint + format), mypy and the layers (import-l
 python3 tasks.py bench     # the quick benchmark (see bench/README.md)
 python3 tasks.py docs      # build the documentation site strictly into site/ (--serve: serve it live)
 python3 tasks.py examples  # run every script in examples/ on Local (names: only those)
+python3 tasks.py dist      # every distribution's wheel and sdist into dist/ (--out DIR), twine-checked
+python3 tasks.py version   # the version all distributions share (version X.Y.Z: set it everywhere)
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +36,14 @@ PACKAGES = [
     "skyward-sklearn",
 ]
 STAMP = VENV / ".skyward-installed"
+META = ROOT  # the `skyward` meta-distribution: dependencies only
+VERSION_FILE = ROOT / "skyward-core" / "src" / "skyward" / "version.py"
+
+# What each task installs into .venv. "dev" is everything (requirements-dev.txt includes the
+# docs and dist files); "docs" is the site's tools alone (36 packages in a fresh .venv, pip
+# included, and under a minute from nothing to a built site on a 2-core machine; the dev
+# stack is 163 with torch, jax and tensorflow); "dist" the build and check tools.
+GROUPS = ("core", "docs", "dist", "dev")
 
 
 def run(*cmd: str | Path, env: dict[str, str] | None = None, check: bool = True) -> int:
@@ -40,20 +51,34 @@ def run(*cmd: str | Path, env: dict[str, str] | None = None, check: bool = True)
     return subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, check=check).returncode
 
 
-def ensure_venv(dev: bool) -> None:
+def installed_groups(stamp: str, digest: str) -> set[str]:
+    """The groups a stamp says .venv holds, as of the requirements' ``digest`` (none when
+    they changed since). ``dev`` holds every other group."""
+    words = stamp.split()
+    if not words or words[0] != digest:
+        return set()
+    groups = set(words[1:])
+    return set(GROUPS) if "dev" in groups else groups
+
+
+def ensure_venv(group: str) -> None:
+    """.venv with ``group`` installed (one of GROUPS), installing it only when the stamp
+    says it is missing or the requirements changed since."""
     if not PY.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = f"{'dev' if dev else 'core'} {_requirements_digest()}"
-    have = STAMP.read_text() if STAMP.exists() else ""
-    if have == wanted or (not dev and have == wanted.replace("core", "dev", 1)):
+    digest = _requirements_digest()
+    have = installed_groups(STAMP.read_text() if STAMP.exists() else "", digest)
+    if group in have:
         return
     pip = [PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    editable = [arg for p in (PACKAGES if dev else PACKAGES[:1]) for arg in ("-e", ROOT / p)]
-    if dev:
+    if group == "dev":
+        editable = [arg for p in PACKAGES for arg in ("-e", ROOT / p)]
         run(*pip, "-r", ROOT / "requirements-dev.txt", *editable, "-e", ROOT / "tests" / "plugin_example")
+    elif group == "core":
+        run(*pip, "-e", ROOT / PACKAGES[0])
     else:
-        run(*pip, *editable)
-    STAMP.write_text(wanted)
+        run(*pip, "-r", ROOT / f"requirements-{group}.txt")
+    STAMP.write_text(" ".join([digest, *sorted(have | {group})]))
 
 
 def _requirements_digest() -> str:
@@ -62,7 +87,7 @@ def _requirements_digest() -> str:
     .venv made before a pull never runs with stale metadata."""
     digest = hashlib.sha256()
     for path in sorted(
-        [ROOT / "requirements-dev.txt", *ROOT.glob("*/pyproject.toml"), *ROOT.glob("tests/*/pyproject.toml")]
+        [*ROOT.glob("requirements-*.txt"), *ROOT.glob("*/pyproject.toml"), *ROOT.glob("tests/*/pyproject.toml")]
     ):
         if path.exists():
             digest.update(path.read_bytes())
@@ -70,7 +95,7 @@ def _requirements_digest() -> str:
 
 
 def example() -> int:
-    ensure_venv(dev=False)
+    ensure_venv("core")
     return run(PY, ROOT / "examples" / "01_quickstart.py", check=False)
 
 
@@ -84,7 +109,7 @@ def _in_isolated_netns(cmd: list[str | Path]) -> list[str | Path]:
 
 
 def test(extra: list[str]) -> int:
-    ensure_venv(dev=True)
+    ensure_venv("dev")
     env = dict(os.environ, PYTHONHASHSEED="0", SKYWARD_TEST_NETNS="")
     # two workers (pytest-xdist): the suite is safe in parallel (free ports, temporary
     # directories, a namespace per run); on CI's 2-core machine this took the two passes
@@ -109,7 +134,7 @@ def cloud_result(code: int, extra: list[str]) -> int:
 
 
 def check() -> int:
-    ensure_venv(dev=True)
+    ensure_venv("dev")
     paths = [
         p
         for p in ("skyward-core", *PACKAGES[1:], "tests", "examples", "bench", "tools", "tasks.py")
@@ -127,22 +152,89 @@ def check() -> int:
 
 
 def bench(extra: list[str]) -> int:
-    ensure_venv(dev=True)
+    ensure_venv("dev")
     return run(PY, ROOT / "bench" / "run.py", *extra, check=False)
 
 
 def docs(extra: list[str]) -> int:
     """``mkdocs build --strict``: a broken link, a missing anchor or an API name that no
-    longer exists fails the build. ``--serve`` serves the site with live reload instead."""
-    ensure_venv(dev=True)
-    probe = [PY, "-c", "import mkdocs, material, mkdocstrings_handlers.python"]
-    if subprocess.run([str(c) for c in probe], capture_output=True, check=False).returncode != 0:
-        # a .venv made before the site's tools joined requirements-dev.txt
-        run(PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", ROOT / "requirements-dev.txt")
+    longer exists fails the build. ``--serve`` serves the site with live reload instead.
+    Installs the site's tools only (requirements-docs.txt): mkdocstrings reads the
+    sources, so the packages themselves need not be installed."""
+    ensure_venv("docs")
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     if "--serve" in extra:
         return run(PY, "-m", "mkdocs", "serve", "--strict", *[a for a in extra if a != "--serve"], env=env, check=False)
     return run(PY, "-m", "mkdocs", "build", "--strict", *extra, env=env, check=False)
+
+
+DISTRIBUTIONS = [ROOT / p for p in PACKAGES] + [META]
+_PROJECT_VERSION = re.compile(r'^(version = ")([^"]+)(")', re.MULTILINE)
+_PIN = re.compile(r'("skyward-[a-z]+==)([^"]+)(")')
+_MODULE_VERSION = re.compile(r'^(__version__ = ")([^"]+)(")', re.MULTILINE)
+
+
+def current_version() -> str:
+    """The one version every distribution has: skyward-core's ``skyward.version``."""
+    match = _MODULE_VERSION.search(VERSION_FILE.read_text())
+    if match is None:
+        raise SystemExit(f"{VERSION_FILE} has no __version__ line")
+    return match[2]
+
+
+def versioned_files() -> list[Path]:
+    return [VERSION_FILE, *(d / "pyproject.toml" for d in DISTRIBUTIONS)]
+
+
+def with_version(text: str, version: str) -> str:
+    """``text`` (a pyproject.toml or version.py) with its own version and every pin of a
+    skyward distribution set to ``version``: they are released together, each plugin
+    pinned to the core it was built with."""
+    for pattern in (_PROJECT_VERSION, _PIN, _MODULE_VERSION):
+        text = pattern.sub(lambda m: f"{m[1]}{version}{m[3]}", text)
+    return text
+
+
+def version(extra: list[str]) -> int:
+    """Print the version; ``version X.Y.Z`` writes it into version.py and every
+    pyproject.toml (each distribution's version and its pins on the others)."""
+    if not extra:
+        print(current_version())
+        return 0
+    new = extra[0]
+    if not re.fullmatch(r"\d+(\.\d+)*([abc]|rc)?\d*(\.post\d+)?(\.dev\d+)?", new):
+        print(f"version {new!r} is not a PEP 440 release such as 0.2.0", file=sys.stderr)
+        return 2
+    for path in versioned_files():
+        path.write_text(with_version(path.read_text(), new))
+    print(f"version {new} written to {len(versioned_files())} files", flush=True)
+    return 0
+
+
+def dist(extra: list[str]) -> int:
+    """Each distribution's sdist, and its wheel built from that sdist (so an sdist that
+    lacks a file fails here, not on a user's machine), into ``dist/`` (``--out DIR``),
+    then ``twine check --strict`` over all of them. Another machine installs from it with
+    ``pip install --find-links dist 'skyward[aws,torch]'``."""
+    ensure_venv("dist")
+    out = Path(extra[extra.index("--out") + 1]).resolve() if "--out" in extra else ROOT / "dist"
+    if out.exists():
+        for old in [*out.glob("skyward*.whl"), *out.glob("skyward*.tar.gz")]:
+            old.unlink()  # an earlier version's files would be installed beside these
+    out.mkdir(parents=True, exist_ok=True)
+    uv = VENV / "bin" / "uv"
+    for source in DISTRIBUTIONS:
+        code = run(uv, "build", "--quiet", "--out-dir", out, source, check=False)
+        if code != 0:
+            return code
+    built = sorted([*out.glob("skyward*.whl"), *out.glob("skyward*.tar.gz")])
+    if len(built) != 2 * len(DISTRIBUTIONS):
+        print(f"expected {2 * len(DISTRIBUTIONS)} files in {out}, found {len(built)}", file=sys.stderr)
+        return 1
+    code = run(PY, "-m", "twine", "check", "--strict", *built, check=False)
+    if code == 0:
+        print(f"{len(built)} files in {out}; install with: pip install --find-links {out} 'skyward[aws]'", flush=True)
+    return code
 
 
 EXAMPLE_TIMEOUT = 300  # seconds; the slowest (PyTorch DDP, Keras) take about 20 s on a 2-core machine
@@ -151,7 +243,7 @@ EXAMPLE_TIMEOUT = 300  # seconds; the slowest (PyTorch DDP, Keras) take about 20
 def examples(names: list[str]) -> int:
     """Run each ``examples/NN_*.py`` in order on Local (``SKYWARD_PROVIDER`` unset), each in
     its own process, and report every failure rather than the first."""
-    ensure_venv(dev=True)
+    ensure_venv("dev")
     scripts = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
     if names:
         scripts = [s for s in scripts if s.stem in names or s.name in names]
@@ -174,7 +266,7 @@ def examples(names: list[str]) -> int:
 
 
 def main() -> int:
-    tasks = {"example", "test", "check", "bench", "docs", "examples"}
+    tasks = {"example", "test", "check", "bench", "docs", "examples", "dist", "version"}
     if len(sys.argv) < 2 or sys.argv[1] not in tasks:
         print(__doc__)
         return 2
@@ -189,6 +281,10 @@ def main() -> int:
         return test(extra)
     if task == "check":
         return check()
+    if task == "dist":
+        return dist(extra)
+    if task == "version":
+        return version(extra)
     return bench(extra)
 
 

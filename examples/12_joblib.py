@@ -3,7 +3,7 @@
 ``joblib_backend(pool)`` makes ``Parallel(n_jobs=-1)`` mean every worker slot of the pool
 inside the ``with`` block.
 
-Needs skyward-sklearn (``pip install 'skyward[sklearn]'``); without it it exits 0.
+Needs skyward-sklearn (``pip install ./skyward-sklearn`` in a checkout); without it it exits 0.
 Run it with:  .venv/bin/python examples/12_joblib.py
 """
 
@@ -24,7 +24,7 @@ def slow_is_prime(n: int) -> tuple[int, bool, int]:
 
 def main() -> None:
     if importlib.util.find_spec("skyward_sklearn") is None:
-        print("skyward-sklearn is not installed: pip install 'skyward[sklearn]' (skipped)")
+        print("skyward-sklearn is not installed: pip install ./skyward-sklearn in a checkout (skipped)")
         return
     from joblib import Parallel, delayed
 

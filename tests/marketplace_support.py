@@ -51,6 +51,8 @@ class Marketplace(Generic[F]):
     cheapest_offers: ClassVar[list[str]]  # its first two answers, cheapest first
     taken_node: ClassVar[int]  # which node of two the spot test takes away
     a100: ClassVar[str]  # the marketplace's name of the GPU an ``A100()`` node gets
+    rtx4090: ClassVar[str]  # its name of the GPU an ``accelerator="RTX4090"`` node gets
+    rtx4090_price: ClassVar[float]  # and what that node costs an hour (the cheapest that fits)
     key_type: ClassVar[Callable[[str], object]]  # the fake's key for an instance id: str, int
 
     def __init__(self, fake: F, config: CloudSettings) -> None:
@@ -110,6 +112,7 @@ class RunPodMarket(Marketplace[FakeRunPod]):
     provider, make_fake = RunPod, FakeRunPod
     offer_query, cheapest_offers = "H100", ["1x H100 PCIe", "1x H100 SXM"]
     taken_node, a100, key_type = 0, "NVIDIA A100 80GB PCIe", str
+    rtx4090, rtx4090_price = "NVIDIA GeForce RTX 4090", 0.69  # gpuTypeId (shown as "RTX 4090"), secure price
     first_pool: ClassVar[Mapping[str, Any]] = {"accelerator": "H100-SXM"}
 
     def add(self, label: str, *, stopped: bool = False) -> object:
@@ -145,6 +148,7 @@ class VastMarket(Marketplace[FakeVastAI]):
     provider, make_fake = VastAI, FakeVastAI
     offer_query, cheapest_offers = "A100", ["1x A100 PCIE", "1x A100 SXM4"]
     taken_node, a100, key_type = 1, "A100 PCIE", int  # the cheapest A100 offer
+    rtx4090, rtx4090_price = "RTX 4090", 0.35  # offer 101: the cheapest verified, reliable single 4090
 
     def check_first_pool(self, pool: Any) -> None:
         rented = sorted(self.record(n.instance_id).offer["id"] for n in pool.nodes)

@@ -120,6 +120,22 @@ def test_the_seed_s_quick_example_runs_on_the_marketplace(world: object, market:
     assert market.live() == set()
 
 
+@pytest.mark.parametrize("spelling", ["RTX4090", "RTX 4090", "4090"])
+def test_a_consumer_gpu_is_asked_for_by_name_like_a_data_centre_one(
+    world: object, market: Marketplace[Any], spelling: str
+) -> None:
+    """The card marketplaces rent most, by its catalog name or its shorthand: the node gets
+    that card, the single-GPU offer (not the two-GPU host), at its price."""
+    provider = market.provider(**asdict(market.config))
+    with sky.ComputePool(provider=provider, accelerator=spelling, display="quiet") as pool:
+        node = pool.nodes[0]
+        assert market.gpu(node.instance_id) == market.rtx4090
+        assert pool.nodes[0].price_on_demand == pytest.approx(market.rtx4090_price)
+        assert (square(5) >> pool)[0] == 25
+    assert market.live() == set()
+    assert market.fake.violations == []
+
+
 def test_a_pool_reads_results_with_the_allow_list_unless_told_otherwise(
     world: object, market: Marketplace[Any]
 ) -> None:

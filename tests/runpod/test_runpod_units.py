@@ -38,7 +38,7 @@ def test_gpu_types_become_instance_types_with_their_cloud_s_prices_and_catalog_n
     assert community["1x H100 SXM"].instance.on_demand_price == pytest.approx(2.69)
     assert secure["1x A100 SXM"].instance.accelerator == "A100-80GB"
     assert secure["1x RTX A6000"].instance.accelerator == "A6000"
-    assert secure["1x RTX 4090"].instance.accelerator is None  # machine="1x RTX 4090" names it
+    assert secure["1x RTX 4090"].instance.accelerator == "RTX4090"  # accelerator="RTX4090" or machine="1x RTX 4090"
     assert secure["1x RTX 4090"].instance.spot_price == pytest.approx(0.29)
 
 

@@ -50,6 +50,9 @@ def gpus(*specs: tuple[str, int]) -> list[LocalGPU]:
         ("Tesla V100-SXM2-16GB", 16384, "V100-16GB"),
         ("NVIDIA RTX 6000 Ada Generation", 49140, "RTX6000-Ada-48GB"),
         ("NVIDIA RTX A6000", 49140, "A6000-48GB"),
+        ("NVIDIA GeForce RTX 4090", 24564, "RTX4090-24GB"),
+        ("NVIDIA GeForce RTX 3060", 12288, "RTX3060-12GB"),
+        ("NVIDIA RTX A5000", 24564, "A5000-24GB"),
     ],
 )
 def test_identify(name: str, mib: int, variant: str) -> None:
@@ -59,7 +62,7 @@ def test_identify(name: str, mib: int, variant: str) -> None:
 
 
 def test_identify_unknown() -> None:
-    assert identify_gpu(LocalGPU(0, "NVIDIA GeForce RTX 4090", 24564 * MIB)) is None
+    assert identify_gpu(LocalGPU(0, "NVIDIA GeForce GTX 1080 Ti", 11264 * MIB)) is None
 
 
 def test_no_accelerator_means_no_gpus() -> None:

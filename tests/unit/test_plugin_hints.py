@@ -18,6 +18,16 @@ def test_an_import_of_a_missing_plugin_name_gets_an_import_error_that_says_what_
     assert "pip install 'skyward[aws]'" in str(error) and error.name == "skyward"
 
 
+def test_the_hint_names_what_installs_today_before_the_published_form() -> None:
+    """Nothing is on the public index, where the name ``skyward`` is another project's: the
+    hint leads with the checkout and the built wheels, and states the extra as published."""
+    message = str(missing_plugin_error("VastAI", importing=False))
+    checkout = message.index("pip install ./skyward-vastai")
+    wheels = message.index("pip install --find-links dist skyward-vastai")
+    published = message.index("once published: pip install 'skyward[vastai]'")
+    assert checkout < wheels < published
+
+
 def test_attribute_access_to_a_missing_plugin_name_gets_an_attribute_error_with_the_same_words() -> None:
     error = missing_plugin_error("RunPod", "skyward", importing=False)
     assert type(error) is AttributeError  # hasattr() must still answer False

@@ -80,7 +80,8 @@ def test_plain_http_to_a_remote_api_is_refused_before_a_key_is_sent() -> None:
         ("RTX 6000Ada", 48, "RTX6000-Ada"),
         ("NVIDIA L40S", 48, "L40S"),
         ("Tesla V100", 32, "V100-32GB"),
-        ("RTX 4090", 24, None),  # not in the catalog: reachable with machine="1x RTX 4090"
+        ("RTX 4090", 24, "RTX4090"),
+        ("GTX 1660 S", 6, None),  # not in the catalog: reachable with machine="1x GTX 1660 S"
     ],
 )
 def test_marketplace_gpu_names_map_onto_the_catalog(name: str, memory: int, catalog: str | None) -> None:

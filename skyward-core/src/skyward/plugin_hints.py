@@ -46,6 +46,18 @@ PACKAGES = ("skyward", "skyward.distributed", "skyward.integrations")
 """The packages whose ``__getattr__`` resolves names that plugins contribute."""
 
 
+def install_command(extra: str) -> str:
+    """How to install the ``skyward-<extra>`` plugin, in the ways that work today: from a
+    checkout of the repository, or from the wheels ``python3 tasks.py dist`` builds; and
+    the published form, ``skyward[<extra>]``. Nothing is on the public index yet, and the
+    name ``skyward`` there is another project's: a plain ``pip install 'skyward[aws]'``
+    fetches that one (a different API) or nothing."""
+    return (
+        f"from a skyward checkout: pip install ./skyward-{extra}; from the wheels `python3 tasks.py dist` "
+        f"builds: pip install --find-links dist skyward-{extra}; once published: pip install 'skyward[{extra}]'"
+    )
+
+
 def install_hint(name: str, where: str) -> str | None:
     """``where.name`` comes from a plugin that is not installed: what to install; None for
     a name no known plugin provides."""
@@ -54,7 +66,7 @@ def install_hint(name: str, where: str) -> str | None:
         return None
     return (
         f"{where}.{name} is provided by the skyward-{extra} plugin, which is not installed. "
-        f"Install it with: pip install 'skyward[{extra}]'"
+        f"Install it {install_command(extra)}"
     )
 
 

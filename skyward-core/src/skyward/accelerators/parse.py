@@ -5,7 +5,8 @@ Grammar (case-insensitive; spaces, ``_`` and ``-`` separate words)::
     [COUNT x] [VENDOR] MODEL [MEMORY] [FORM_FACTOR] [SLICE] [:COUNT] [@MIG]
 
 - ``MODEL``: a catalog model or alias (``A100``, ``Trainium2``, ``Trn2``, ``MI300X``,
-  ``TPU-v5p`` or ``v5p``); ``VENDOR`` (``NVIDIA``, ``AMD``, ...) may precede it.
+  ``TPU-v5p`` or ``v5p``, ``RTX 4090`` or ``4090``); ``VENDOR`` (``NVIDIA``, ``AMD``,
+  ``NVIDIA GeForce``, ...) may precede it.
 - ``MEMORY``: per device, with a unit: ``40GB``, ``40G``, ``40GiB``.
 - ``FORM_FACTOR``: one the model has (``SXM``, ``PCIe``, ``NVL``; ``SXM5`` reads as SXM).
 - ``SLICE``: TPUs only, the slice size of a name such as ``v5p-8`` (cores for v4/v5p,
@@ -28,13 +29,15 @@ _COUNT_PREFIX = re.compile(r"^(\d+)\s*[x\u00d7*]\s*(\S.*)$", re.IGNORECASE)
 _COUNT_SUFFIX = re.compile(r"^(.*?\S)\s*:\s*(\d+)$")
 _MEMORY_TOKEN = re.compile(r"^\d+\s*(gb|gib|g)$", re.IGNORECASE)
 _WORDS = re.compile(r"[\s_\-]+")
-_VENDOR_WORDS = {"nvidia", "tesla", "amd", "aws", "google", "gcp"}
+_VENDOR_WORDS = {"nvidia", "geforce", "tesla", "amd", "aws", "google", "gcp"}
+_MAX_VENDOR_WORDS = 2  # "NVIDIA GeForce RTX 4090", as nvidia-smi and RunPod name it
 
 
 def _split_model(tokens: list[str], text: str, catalog: Catalog) -> tuple[str, list[str]]:
-    """The longest run of leading words that names a model, and the words after it."""
-    for start in (0, 1):
-        if start == 1 and (len(tokens) < 2 or tokens[0].casefold() not in _VENDOR_WORDS):
+    """The longest run of leading words that names a model, and the words after it; up to
+    two vendor words may come first."""
+    for start in range(_MAX_VENDOR_WORDS + 1):
+        if start > 0 and (len(tokens) <= start or tokens[start - 1].casefold() not in _VENDOR_WORDS):
             break
         for end in range(len(tokens), start, -1):
             model = catalog.model_for("".join(tokens[start:end]))

@@ -52,7 +52,81 @@ NVIDIA_ENTRIES: tuple[CatalogEntry, ...] = (
     _nvidia("GB200", 384),
     _nvidia("V100", 16, default=True),
     _nvidia("V100", 32),
+    _nvidia("A30", 24),
 )
+
+
+def _geforce(model: str, memory_gb: int, *aliases: str, default: bool = False) -> CatalogEntry:
+    """A GeForce card: ``"RTX4090"`` (``"RTX 4090"``, ``"GeForce RTX 4090"``) and the
+    bare number (``"4090"``), which no other model shares; ``-Ti`` and ``-Super`` are
+    part of the model (``"RTX 3090 Ti"``, ``"RTX 4080 SUPER"``)."""
+    number = model.removeprefix("RTX")
+    return _nvidia(model, memory_gb, number, *aliases, default=default)
+
+
+CONSUMER_ENTRIES: tuple[CatalogEntry, ...] = (
+    _geforce("RTX2080-Ti", 11),
+    _geforce("RTX3060", 12, default=True),
+    _geforce("RTX3060", 8),
+    _geforce("RTX3060-Ti", 8),
+    _geforce("RTX3070", 8),
+    _geforce("RTX3070-Ti", 8),
+    _geforce("RTX3080", 10, default=True),
+    _geforce("RTX3080", 12),
+    _geforce("RTX3080-Ti", 12),
+    _geforce("RTX3090", 24),
+    _geforce("RTX3090-Ti", 24),
+    _geforce("RTX4060", 8),
+    _geforce("RTX4060-Ti", 16, default=True),
+    _geforce("RTX4060-Ti", 8),
+    _geforce("RTX4070", 12),
+    _geforce("RTX4070-Super", 12, "RTX4070S", "4070S"),
+    _geforce("RTX4070-Ti", 12),
+    _geforce("RTX4070-Ti-Super", 16, "RTX4070S-Ti", "RTX4070TiS", "4070S-Ti"),
+    _geforce("RTX4080", 16),
+    _geforce("RTX4080-Super", 16, "RTX4080S", "4080S"),
+    _geforce("RTX4090", 24),
+    _geforce("RTX4090D", 24),
+    _geforce("RTX5060", 8),
+    _geforce("RTX5060-Ti", 16, default=True),
+    _geforce("RTX5060-Ti", 8),
+    _geforce("RTX5070", 12),
+    _geforce("RTX5070-Ti", 16),
+    _geforce("RTX5080", 16),
+    _geforce("RTX5090", 32),
+    _nvidia("TitanRTX", 24, "Titan-RTX"),
+)
+"""GeForce cards, which marketplaces (VastAI, RunPod) rent most: memory per card as NVIDIA
+ships it; a model made in two sizes has both, the common one the default."""
+
+WORKSTATION_ENTRIES: tuple[CatalogEntry, ...] = (
+    _nvidia("A2000", 12, "RTX-A2000", "RTXA2000", default=True),
+    _nvidia("A2000", 6, "RTX-A2000", "RTXA2000"),
+    _nvidia("A4000", 16, "RTX-A4000", "RTXA4000"),
+    _nvidia("A4500", 20, "RTX-A4500", "RTXA4500"),
+    _nvidia("A5000", 24, "RTX-A5000", "RTXA5000"),
+    _nvidia("RTX2000-Ada", 16, "RTX2000Ada"),
+    _nvidia("RTX4000-SFF-Ada", 20, "RTX4000-Ada-SFF", "RTX4000SFFAda"),
+    _nvidia("RTX4500-Ada", 24, "RTX4500Ada"),
+    _nvidia("RTX5000-Ada", 32, "RTX5000Ada"),
+    _nvidia("RTX5880-Ada", 48, "RTX5880Ada"),
+    _nvidia(
+        "RTXPRO6000",
+        96,
+        "RTX-PRO-6000",
+        "RTXPRO6000-Blackwell",
+        "RTXPRO6000S",
+        "RTXPRO6000WS",
+        "RTXPRO6000-Blackwell-Server-Edition",
+        "RTXPRO6000-Blackwell-Workstation-Edition",
+    ),
+    _nvidia("RTXPRO5000", 48, "RTX-PRO-5000", "RTXPRO5000-Blackwell"),
+    _nvidia("RTXPRO4000", 24, "RTX-PRO-4000", "RTXPRO4000-Blackwell"),
+    _nvidia("Quadro-RTX8000", 48, "Q-RTX8000", "QuadroRTX8000"),
+    _nvidia("Quadro-RTX6000", 24, "Q-RTX6000", "QuadroRTX6000"),
+)
+"""Workstation cards (RTX A-series, RTX Ada, RTX PRO Blackwell, Quadro RTX); the A6000 and
+the RTX 4000/6000 Ada are with the data-centre GPUs above."""
 
 
 def _amd(model: str, memory_gb: int, *aliases: str) -> CatalogEntry:
@@ -101,6 +175,8 @@ GOOGLE_ENTRIES: tuple[CatalogEntry, ...] = (
 
 CORE_ENTRIES: tuple[CatalogEntry, ...] = (
     *NVIDIA_ENTRIES,
+    *CONSUMER_ENTRIES,
+    *WORKSTATION_ENTRIES,
     *AMD_ENTRIES,
     *AWS_ENTRIES,
     *GOOGLE_ENTRIES,

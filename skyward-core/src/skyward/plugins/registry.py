@@ -16,6 +16,7 @@ from typing import Any
 import pluggy
 
 from skyward.errors import ConfigurationError
+from skyward.plugin_hints import install_command
 from skyward.plugins import hookspecs
 from skyward.plugins.contributions import AnyProviderPlugin, AnyVolumePlugin, DistributedBackend, ProviderPlugin
 
@@ -55,7 +56,7 @@ def check_builtin(pm: pluggy.PluginManager) -> None:
         raise ConfigurationError(
             f"skyward-core's own plugin (entry point {BUILTIN!r} in the {hookspecs.ENTRY_POINT_GROUP!r} group) "
             "is not installed: skyward-core's metadata is missing or stale. Install skyward-core again "
-            "(pip install skyward-core, or pip install -e skyward-core in a checkout)"
+            "(pip install -e ./skyward-core in a checkout, or its wheel: pip install --find-links dist skyward-core)"
         )
 
 
@@ -140,7 +141,7 @@ class Registry:
         known = ", ".join(sorted(p.config_type.__name__ for p in self.providers()))
         raise ConfigurationError(
             f"unknown provider {config!r}: expected an instance of one of: {known} "
-            "(install a plugin to add more, e.g. pip install 'skyward[aws]')"
+            f"(install a plugin to add more, e.g. {install_command('aws')})"
         )
 
     def accelerator_entries(self) -> list[Any]:

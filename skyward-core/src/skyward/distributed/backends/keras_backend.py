@@ -40,6 +40,7 @@ from skyward.distributed.backends.frameworks import require
 from skyward.distributed.backends.jax_backend import JAX_PIP, jax_distributed
 from skyward.distributed.backends.tensorflow_backend import TENSORFLOW_PIP, check_timeout, tf_cluster
 from skyward.errors import ConfigurationError, ReplicasDisagreeError
+from skyward.plugin_hints import install_command
 from skyward.plugins.registry import registry
 from skyward.runtime.context import InstanceInfo
 from skyward.sharding import derive_seed
@@ -174,7 +175,7 @@ def _torch_decorator(timeout: float | None) -> Callable[[Callable[..., Any]], Ca
         raise ConfigurationError(
             "distributed.keras(backend='torch') sets up a torch.distributed process group "
             "with distributed.torch, which the skyward-torch plugin provides, and it is not "
-            "installed: pip install 'skyward[torch]'"
+            f"installed: install it {install_command('torch')}"
         )
     return backend.factory(timeout=timeout)
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from skyward.accelerators.catalog import Catalog, current_catalog
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud.naming import PoolMark
 
@@ -71,7 +72,10 @@ def pool_members(listing: Iterable[Mapping[str, Any]], label_key: str, pool_id: 
     ]
 
 
-# The marketplaces' spellings, upper-cased without spaces or dashes, -> the catalog's model
+# The marketplaces' spellings of data-centre GPUs, upper-cased without spaces or dashes,
+# -> the catalog's model (with the form factor the name implies). Any other name is looked
+# up in the catalog itself: "RTX 4090", "RTX A5000", "RTX 4070S Ti" (VastAI) and "NVIDIA
+# GeForce RTX 3090", "RTX 4080 SUPER" (RunPod) are spellings the catalog knows.
 _MODELS = {
     "H100SXM": "H100-SXM",
     "H100SXM5": "H100-SXM",
@@ -103,19 +107,21 @@ _MODELS = {
     "TESLAT4": "T4",
     "T4": "T4",
 }
-_HAS_MEMORY_VARIANTS = {"A100": (40, 80), "V100": (16, 32)}
 
 
-def catalog_gpu(name: str, memory_gb: float | None = None) -> str | None:
+def catalog_gpu(name: str, memory_gb: float | None = None, *, catalog: Catalog | None = None) -> str | None:
     """The catalog's spelling of a marketplace GPU (``"A100 SXM4"`` with 80 GB ->
     ``"A100-80GB"``, ``"NVIDIA H100 80GB HBM3"`` -> ``"H100-SXM"``, ``"RTX A6000"`` ->
-    ``"A6000"``), or None for one the catalog does not know (a consumer ``"RTX 4090"``)."""
-    key = re.sub(r"[\s_-]", "", name.upper()).removeprefix("NVIDIA").removeprefix("GEFORCE")
-    model = _MODELS.get(key)
+    ``"A6000"``, ``"NVIDIA GeForce RTX 4090"`` -> ``"RTX4090"``, ``"RTX 3060"`` with 12 GB
+    -> ``"RTX3060-12GB"``), or None for one the catalog does not know. A model made in
+    several memory sizes gets the one nearest ``memory_gb``."""
+    cat = current_catalog() if catalog is None else catalog
+    key = re.sub(r"[\s_-]", "", name.upper()).removeprefix("NVIDIA").removeprefix("GEFORCE").removesuffix("GENERATION")
+    model = _MODELS.get(key) or cat.model_for(key)
     if model is None:
         return None
-    sizes = _HAS_MEMORY_VARIANTS.get(model)
-    if sizes and memory_gb:
+    sizes = cat.memories(model)  # none for "H100-SXM": its form factor fixes the memory
+    if len(sizes) > 1 and memory_gb:
         nearest = min(sizes, key=lambda size: abs(size - memory_gb))
         return f"{model}-{nearest}GB"
     return model
