@@ -16,7 +16,10 @@ from types import TracebackType
 from typing import TypeVar
 
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.reachability import unreachable
 from skyward.providers.resources import CredentialCheck
+
+NETWORK_FIX = "check this machine's network connection (or proxy); the credentials were not checked"
 
 C = TypeVar("C")
 
@@ -58,10 +61,12 @@ def credential_check(
     missing: str | Callable[[ConfigurationError], str],
     accepted: str,
     fix: str,
+    host: str = "?",
 ) -> CredentialCheck:
     """``find`` the credentials (a ConfigurationError: not found, said by ``missing``),
-    then make one ``read`` that changes nothing (an ``error``: found but refused).
-    Both steps, because "not set" and "set but wrong" want different fixes."""
+    then make one ``read`` that changes nothing (an ``error``: found but refused, unless
+    no answer came at all: then unreachable, naming ``host`` when the error does not).
+    Three outcomes, because "not set", "set but wrong" and "offline" want different fixes."""
     try:
         find()
     except ConfigurationError as exc:
@@ -69,5 +74,8 @@ def credential_check(
     try:
         read()
     except error as exc:
+        offline = unreachable(exc, host)
+        if offline is not None:
+            return CredentialCheck(provider, True, False, str(offline), NETWORK_FIX, reachable=False)
         return CredentialCheck(provider, True, False, str(exc), fix)
     return CredentialCheck(provider, True, True, accepted, fix="")
