@@ -26,7 +26,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 from typer._click import Context, Parameter  # typer vendors click: the types its hooks receive
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
 from skyward.accelerators.catalog import current_catalog
@@ -142,12 +142,9 @@ def usable(settings: Settings, names: Sequence[str] | None) -> tuple[list[Opened
             settings.errors.append(item.line())
     ready = [item for item in opened if item.state is State.READY]
     if not ready:
-        if all(o.state is State.NOT_CONFIGURED for o in opened):
-            fixes = "; ".join(f"{o.name}: {o.fix or o.detail}" for o in opened)
-            raise CommandError(f"no provider has usable credentials ({fixes})", BAD_INPUT)
-        why = "; ".join(
-            f"{o.name}: {o.fix or o.detail if o.state is State.NOT_CONFIGURED else o.detail}" for o in opened
-        )
+        why = "; ".join(f"{o.name}: {o.fix if o.state is State.NOT_CONFIGURED else o.detail}" for o in opened)
+        if all(o.state in (State.NOT_CONFIGURED, State.REFUSED) for o in opened):
+            raise CommandError(f"no provider has usable credentials ({why})", BAD_INPUT)
         raise CommandError(f"no provider could be used ({why})", BAD_INPUT)
     return ready, skipped
 
@@ -193,11 +190,20 @@ def tally(removals: Sequence[Removal]) -> dict[str, tuple[int, int]]:
 # -- help placeholders ------------------------------------------------------------------------
 
 
+class PlainArgument(TyperArgument):
+    """An argument shown by its name alone (``ACCELERATOR``), without ``<str>`` beside it."""
+
+    def display_type_rich(self, ctx: Context) -> str | None:
+        return None
+
+
 def tidy_placeholders(params: Sequence[Parameter]) -> None:
-    """Typer shows each option's Python type as its placeholder (``--json <bool>``,
-    ``--provider <list[str]>``): a flag gets none, a value its metavar or its name in
-    capitals (``--nodes NODES``)."""
+    """Typer shows each parameter's Python type as its placeholder (``--json <bool>``,
+    ``--provider <list[str]>``, ``POOL_ID <str>``): a flag gets none, a value its metavar
+    or its name in capitals (``--nodes NODES``), an argument its name alone."""
     for param in params:
+        if type(param) is TyperArgument:
+            param.__class__ = PlainArgument  # the same object, help without the type column
         if not isinstance(param, TyperOption) or param.metavar is not None:
             continue
         param.metavar = "" if param.is_flag else (param.name or "value").upper()
@@ -469,6 +475,12 @@ def make_app(
             gathered = offering.gather(open_each(chosen, settings.open), wanted, settings.say)
             settings.errors += gathered.errors
             rows = offering.ordered(offering.in_region(gathered.rows, region), sort, spot, nodes)
+            failure = None
+            if not rows:
+                where = f" in {region}" if region else ""
+                failure = f"no offer matches {accelerator or 'a CPU machine'}{' on spot' if spot else ''}{where}"
+            elif settings.errors:
+                failure = f"{len(settings.errors)} provider(s) could not list offers"
             if as_json:
                 settings.emit_json(
                     {
@@ -476,20 +488,15 @@ def make_app(
                         "needs_account": [
                             {"provider": p, "for": what, "fix": fix} for p, what, fix in gathered.needs_account
                         ],
-                        "errors": settings.errors,
+                        "errors": [*settings.errors, *([failure] if failure else [])],
                     }
                 )
             else:
                 settings.out.print(render.offers_table(rows, nodes, spot))
                 for line in render.offers_notes(rows, gathered.needs_account):
                     settings.say(line)
-            if not rows:
-                where = f" in {region}" if region else ""
-                raise CommandError(
-                    f"no offer matches {accelerator or 'a CPU machine'}{' on spot' if spot else ''}{where}"
-                )
-            if settings.errors:
-                raise CommandError(f"{len(settings.errors)} provider(s) could not list offers")
+            if failure:
+                raise CommandError(failure)
 
         guarded(body, as_json, {"offers": [], "needs_account": []})
 
