@@ -28,8 +28,21 @@ from typer.testing import CliRunner
 from skyward.cli.app import _provider_names, make_app
 from skyward.cli.offers import LIVE, Row, SortKey, ordered
 from skyward.errors import ProvisioningError
-from skyward.providers import CredentialCheck, Offer, ProviderTools, Removal, Resource, credential_check, unreachable
+from skyward.providers import (
+    CredentialCheck,
+    Offer,
+    ProviderTools,
+    Removal,
+    Resource,
+    credential_check,
+    for_one_check,
+    unreachable,
+)
 from skyward.providers.cloud.addresses import client_address, firewall_source
+from skyward_digitalocean import DigitalOcean
+from skyward_runpod import RunPod
+from skyward_vastai import VastAI
+from skyward_verda import Verda
 
 runner = CliRunner()
 
@@ -296,8 +309,6 @@ def test_credential_check_tells_an_offline_read_from_a_refused_one() -> None:
 def test_digitalocean_offline_is_could_not_reach_not_credentials_not_accepted(
     fresh: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from skyward_digitalocean import DigitalOcean
-
     monkeypatch.setenv("DIGITALOCEAN_TOKEN", "dop_v1_x")
     config = DigitalOcean(api_url=f"http://127.0.0.1:{closed_port()}", api_retries=1, api_backoff=0.0, api_timeout=5.0)
     app = make_app(configs={"digitalocean": config}, address=offline_address)
@@ -399,3 +410,31 @@ def test_the_console_script_answers_a_usage_error_under_json_in_json(fresh: Path
     )
     assert shown.returncode == 2
     assert "--colour" in json.loads(shown.stdout)["errors"][0]
+
+
+@pytest.mark.parametrize("provider", ["runpod", "vastai", "verda"])
+def test_every_marketplace_offline_is_unreachable_not_refused(
+    provider: str, fresh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in (("RUNPOD_API_KEY", "k"), ("VAST_API_KEY", "k"), ("VERDA_CLIENT_ID", "i")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("VERDA_CLIENT_SECRET", "s")
+    url = f"http://127.0.0.1:{closed_port()}"
+    configs = {
+        "runpod": RunPod(api_url=url),
+        "vastai": VastAI(api_url=f"{url}/api/v0"),
+        "verda": Verda(api_url=f"{url}/v1"),
+    }
+    result = runner.invoke(make_app(configs=configs, address=offline_address), ["doctor", "-p", provider, "--json"])
+    assert result.exit_code == 1
+    (entry,) = json.loads(result.stdout)["providers"]
+    assert (entry["state"], entry["reachable"]) == ("unreachable", False)
+    assert entry["detail"] == "could not reach 127.0.0.1: connection refused"
+
+
+def test_a_credential_check_reads_with_few_retries_and_a_short_timeout_but_never_more_than_configured() -> None:
+    quick = for_one_check(RunPod())
+    assert (quick.api_retries, quick.api_timeout) == (2, 15.0)
+    assert (RunPod().api_retries, RunPod().api_timeout) == (8, 60.0)  # the pool's own calls keep theirs
+    already = for_one_check(RunPod(api_retries=1, api_timeout=3.0))
+    assert (already.api_retries, already.api_timeout) == (1, 3.0)

@@ -108,7 +108,7 @@ from skyward.providers.resources import (
     parse_number,
     parse_time,
 )
-from skyward.providers.sessions import NETWORK_FIX, config_for, credential_check, reported_as
+from skyward.providers.sessions import NETWORK_FIX, config_for, credential_check, for_one_check, reported_as
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.providers.spec import PoolSpec
 from skyward.spot import (
@@ -145,5 +145,5 @@ __all__ = [
     "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",
     "parse_accelerator", "parse_memory", "parse_number", "parse_time", "plan_markets", "reported_as",
     "select_instance", "settings_of", "wants_spot",
-    "NETWORK_FIX", "ShippedOffers", "Unreachable", "unreachable",
+    "NETWORK_FIX", "ShippedOffers", "Unreachable", "for_one_check", "unreachable",
 ]  # fmt: skip
