@@ -438,3 +438,10 @@ def test_a_credential_check_reads_with_few_retries_and_a_short_timeout_but_never
     assert (RunPod().api_retries, RunPod().api_timeout) == (8, 60.0)  # the pool's own calls keep theirs
     already = for_one_check(RunPod(api_retries=1, api_timeout=3.0))
     assert (already.api_retries, already.api_timeout) == (1, 3.0)
+
+
+def test_sky_offers_does_not_name_local_among_the_providers_that_could_not_answer(fresh: Path) -> None:
+    import skyward as sky  # noqa: PLC0415  (the public entry point, as a user calls it)
+
+    skipped = dict(sky.offers("A100").skipped)
+    assert "local" not in skipped and "aws" in skipped  # sky.offers is live only: AWS needs its account
