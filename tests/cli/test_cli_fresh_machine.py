@@ -25,6 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+import skyward as sky
 from skyward.cli.app import _provider_names, make_app
 from skyward.cli.offers import LIVE, Row, SortKey, ordered
 from skyward.errors import ProvisioningError
@@ -441,7 +442,5 @@ def test_a_credential_check_reads_with_few_retries_and_a_short_timeout_but_never
 
 
 def test_sky_offers_does_not_name_local_among_the_providers_that_could_not_answer(fresh: Path) -> None:
-    import skyward as sky  # noqa: PLC0415  (the public entry point, as a user calls it)
-
     skipped = dict(sky.offers("A100").skipped)
     assert "local" not in skipped and "aws" in skipped  # sky.offers is live only: AWS needs its account
