@@ -40,6 +40,8 @@ from skyward.providers import (
     unreachable,
 )
 from skyward.providers.cloud.addresses import client_address, firewall_source
+from skyward_aws.pricing import shipped_catalog
+from skyward_aws.tools import shipped_instance_types
 from skyward_digitalocean import DigitalOcean
 from skyward_runpod import RunPod
 from skyward_vastai import VastAI
@@ -444,3 +446,9 @@ def test_a_credential_check_reads_with_few_retries_and_a_short_timeout_but_never
 def test_sky_offers_does_not_name_local_among_the_providers_that_could_not_answer(fresh: Path) -> None:
     skipped = dict(sky.offers("A100").skipped)
     assert "local" not in skipped and "aws" in skipped  # sky.offers is live only: AWS needs its account
+
+
+def test_skyward_aws_ships_a_description_for_every_type_it_prices() -> None:
+    described = [d["InstanceType"] for d in shipped_instance_types()]
+    assert len(described) == len(set(described))
+    assert sorted(described) == sorted(shipped_catalog().regions["us-east-1"])

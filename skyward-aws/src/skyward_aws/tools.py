@@ -42,7 +42,11 @@ INSTANCE_TYPES_FILE = "instance_types.json"
 def shipped_instance_types() -> tuple[dict[str, Any], ...]:
     """The ``describe_instance_types`` items of every type in the price catalog, as this
     package ships them (``data/instance_types.json``: see its ``source``): what
-    ``skyward offers`` lists with no AWS account."""
+    ``skyward offers`` lists with no AWS account. Only the fields
+    :func:`~skyward_aws.offers.offer_from_description` reads are kept (58 KB for the 151
+    types); when the price catalog gains a type, add its item from ``aws ec2
+    describe-instance-types --instance-types TYPE`` (a test holds the two files to the same
+    types)."""
     raw = package_files.files("skyward_aws").joinpath("data", INSTANCE_TYPES_FILE).read_text(encoding="utf-8")
     return tuple(json.loads(raw)["types"])
 
