@@ -407,12 +407,20 @@ def test_provider_help_and_completion_list_the_valid_names_local_first() -> None
 
 def test_the_console_script_answers_a_usage_error_under_json_in_json(fresh: Path) -> None:
     script = Path(sys.executable).parent / "skyward"
-    env = {**os.environ, "HOME": str(fresh)}
+    env = {**os.environ, "HOME": str(fresh), "AWS_EC2_METADATA_DISABLED": "true"}
     shown = subprocess.run(
         [str(script), "ls", "--json", "--colour"], capture_output=True, text=True, timeout=120, check=False, env=env
     )
     assert shown.returncode == 2
     assert "--colour" in json.loads(shown.stdout)["errors"][0]
+    refused = subprocess.run(
+        [str(script), "offers", "Z9000", "--json"], capture_output=True, text=True, timeout=120, check=False, env=env
+    )
+    assert refused.returncode == 2 and "Z9000" in json.loads(refused.stdout)["errors"][-1]
+    found = subprocess.run(
+        [str(script), "offers", "A100", "--json"], capture_output=True, text=True, timeout=120, check=False, env=env
+    )
+    assert found.returncode == 0 and json.loads(found.stdout)["offers"]
 
 
 @pytest.mark.parametrize("provider", ["runpod", "vastai", "verda"])

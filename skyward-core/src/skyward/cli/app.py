@@ -361,7 +361,9 @@ def make_app(
 
     @app.command("down", cls=command_class)
     def down(
-        pool_id: Annotated[str | None, typer.Argument(help="The pool whose resources to delete.")] = None,
+        pool_id: Annotated[
+            str | None, typer.Argument(metavar="POOL_ID", help="The pool whose resources to delete.")
+        ] = None,
         expired: Annotated[
             bool,
             typer.Option(
@@ -430,6 +432,7 @@ def make_app(
         accelerator: Annotated[
             str | None,
             typer.Argument(
+                metavar="ACCELERATOR",
                 help="An accelerator such as A100, A100:8 or H100-80GB (none: CPU machines; --all lists them).",
                 autocompletion=_accelerator_names,
             ),
@@ -598,7 +601,7 @@ def main() -> None:
         return
     command = typer.main.get_command(app)
     try:
-        command.main(args=sys.argv[1:], prog_name="skyward", standalone_mode=False)
+        status = command.main(args=sys.argv[1:], prog_name="skyward", standalone_mode=False)
     except TyperException as error:  # a usage error: an unknown flag, a bad value
         typer.echo(f"skyward: {error.format_message()}", err=True)
         typer.echo(json.dumps({"errors": [error.format_message()]}, indent=2))
@@ -607,6 +610,7 @@ def main() -> None:
         raise SystemExit(done.exit_code) from None
     except typer.Abort:
         raise SystemExit(LEFT_BEHIND) from None
+    raise SystemExit(status if isinstance(status, int) else 0)  # outside standalone mode an exit is returned
 
 
 if __name__ == "__main__":  # pragma: no cover
