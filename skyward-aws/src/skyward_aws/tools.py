@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import lru_cache
+from importlib import resources as package_files
 from typing import Any
 
 from skyward.errors import ConfigurationError
 from skyward.providers import (
+    NETWORK_FIX,
     CredentialCheck,
     Offer,
     OfferQuery,
@@ -21,15 +25,46 @@ from skyward.providers import (
     fits,
     offers_from,
     parse_accelerator,
+    unreachable,
 )
 from skyward_aws import infra, resources
 from skyward_aws.client_ip import discover_public_ip
 from skyward_aws.config import AWS
-from skyward_aws.offers import SPOT_PRODUCTS, Request, fetch_offers
-from skyward_aws.pricing import shipped_catalog
+from skyward_aws.offers import SPOT_PRODUCTS, Request, fetch_offers, offer_from_description
+from skyward_aws.pricing import FALLBACK_REGION, shipped_catalog
 from skyward_aws.session import NO_CREDENTIALS, Clients, client_config, explain, make_clients, new_session
 
 SPOT_BATCH = 50  # instance types per DescribeSpotPriceHistory call
+INSTANCE_TYPES_FILE = "instance_types.json"
+
+
+@lru_cache(maxsize=1)
+def shipped_instance_types() -> tuple[dict[str, Any], ...]:
+    """The ``describe_instance_types`` items of every type in the price catalog, as this
+    package ships them (``data/instance_types.json``: see its ``source``): what
+    ``skyward offers`` lists with no AWS account. Only the fields
+    :func:`~skyward_aws.offers.offer_from_description` reads are kept (58 KB for the 151
+    types); when the price catalog gains a type, add its item from ``aws ec2
+    describe-instance-types --instance-types TYPE`` (a test holds the two files to the same
+    types)."""
+    raw = package_files.files("skyward_aws").joinpath("data", INSTANCE_TYPES_FILE).read_text(encoding="utf-8")
+    return tuple(json.loads(raw)["types"])
+
+
+def shipped_offers(query: OfferQuery) -> list[Offer]:
+    """The types that fit ``query`` from the shipped descriptions and list prices (pure
+    but for reading the package's data). The catalog prices one region
+    (:data:`~skyward_aws.pricing.FALLBACK_REGION`): rows are for that region, whatever the
+    configured one, and there is no spot price (spot prices are live only), so a spot
+    query finds nothing here."""
+    if query.spot:
+        return []
+    prices, catalog = shipped_catalog(), current_catalog()
+    found = [
+        offer_from_description(d, region=FALLBACK_REGION, zones=(FALLBACK_REGION,), prices=prices, catalog=catalog)
+        for d in shipped_instance_types()
+    ]
+    return offers_from(resources.PROVIDER, [o.instance for o in found if o is not None], query)
 
 
 def cheapest_spot_prices(ec2: Any, offers: Sequence[Any]) -> dict[str, float]:
@@ -99,6 +134,9 @@ class AwsSession:
                 "sts", region_name=self.config.region, config=check_config
             ).get_caller_identity()
         except Exception as error:
+            offline = unreachable(error, f"sts.{self.config.region}.amazonaws.com")
+            if offline is not None:
+                return CredentialCheck(self.provider, True, False, str(offline), NETWORK_FIX, reachable=False)
             explained = explain(error, "checking the credentials (sts get-caller-identity)")
             found = NO_CREDENTIALS not in str(explained)
             return CredentialCheck(self.provider, found, False, str(explained), fix)
@@ -143,6 +181,9 @@ class AwsSession:
         except Exception as error:
             raise explain(error, f"listing offers in {self.config.region}") from error
         return offers_from(self.provider, priced, query)
+
+    def shipped_offers(self, query: OfferQuery) -> list[Offer]:
+        return shipped_offers(query)
 
     def client_address(self) -> str:
         if self.config.use_ssm:

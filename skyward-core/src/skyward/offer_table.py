@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from skyward.errors import ConfigurationError
 from skyward.plugins.registry import get_plugin_manager, registry
+from skyward.providers.local_tools import PROVIDER as LOCAL
 from skyward.providers.offers import Offer, OfferQuery, OfferSource, fits, offers_from, price_order, query
 from skyward.providers.resources import ProviderTools
 
@@ -126,8 +127,8 @@ def offers(
     every = list(tools) if tools is not None else installed_tools()
     by_name = {t.name: t for t in every}
     chosen: list[tuple[ProviderTools, object | None]] = []
-    if providers is None:
-        chosen = [(t, None) for t in every]
+    if providers is None:  # every provider that may list offers: Local never does (local_tools says why)
+        chosen = [(t, None) for t in every if t.name != LOCAL]
     else:
         if isinstance(providers, str) or not isinstance(providers, Sequence):
             raise ConfigurationError(

@@ -14,6 +14,7 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    for_one_check,
     offers_from,
     reported_as,
 )
@@ -43,16 +44,20 @@ class DigitalOceanSession:
     @property
     def api(self) -> DigitalOceanAPI:
         if self._api is None:
-            backoff = Backoff(attempts=self.config.api_retries, base=self.config.api_backoff)
-            self._api = DigitalOceanAPI(make_client(self.config, token_from_env()), backoff)
+            self._api = self._api_for(self.config)
         return self._api
+
+    @staticmethod
+    def _api_for(config: DigitalOcean) -> DigitalOceanAPI:
+        backoff = Backoff(attempts=config.api_retries, base=config.api_backoff)
+        return DigitalOceanAPI(make_client(config, token_from_env()), backoff)
 
     def check(self) -> CredentialCheck:
         return credential_check(
             self.provider,
             find=token_from_env,
-            # a read that changes nothing; a lambda: the api is made only once the credentials are found
-            read=lambda: self.api.ssh_keys(),  # noqa: PLW0108
+            # a read that changes nothing, with few retries (for_one_check); made once the credentials are found
+            read=lambda: self._api_for(for_one_check(self.config)).ssh_keys(),
             error=DigitalOceanAPIError,
             missing=f"{TOKEN_ENV} is not set",
             accepted=f"token from {TOKEN_ENV} accepted",

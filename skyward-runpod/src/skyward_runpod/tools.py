@@ -14,6 +14,7 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    for_one_check,
     offers_from,
     reported_as,
 )
@@ -43,8 +44,8 @@ class RunPodSession:
         return credential_check(
             self.provider,
             find=api_key,
-            # a read that changes nothing; a lambda: the api is made only once the credentials are found
-            read=lambda: self.api.pods(),  # noqa: PLW0108
+            # a read that changes nothing, with few retries (for_one_check); made once the credentials are found
+            read=lambda: RunPodAPI(for_one_check(self.config)).pods(),
             error=APIError,
             missing=f"{KEY_ENV} is not set",
             accepted=f"key from {KEY_ENV} accepted",

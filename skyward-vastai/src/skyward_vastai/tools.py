@@ -14,6 +14,7 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    for_one_check,
     offers_from,
     reported_as,
 )
@@ -40,8 +41,8 @@ class VastAISession:
         return credential_check(
             self.provider,
             find=api_key,
-            # a read that changes nothing; a lambda: the api is made only once the credentials are found
-            read=lambda: self.api.instances(),  # noqa: PLW0108
+            # a read that changes nothing, with few retries (for_one_check); made once the credentials are found
+            read=lambda: VastAPI(for_one_check(self.config)).instances(),
             error=APIError,
             missing=f"no key in {KEY_ENV} or the vastai CLI's key file",
             accepted="API key accepted",

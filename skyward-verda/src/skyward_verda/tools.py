@@ -15,6 +15,7 @@ from skyward.providers import (
     Resource,
     config_for,
     credential_check,
+    for_one_check,
     offers_from,
     reported_as,
 )
@@ -49,8 +50,8 @@ class VerdaSession:
         return credential_check(
             self.provider,
             find=credentials_from_env,
-            # a read that changes nothing (and gets a token); a lambda: the api needs the credentials
-            read=lambda: self.api.ssh_keys(),  # noqa: PLW0108
+            # a read that changes nothing (and gets a token), with few retries (for_one_check)
+            read=lambda: VerdaAPI.from_config(for_one_check(self.config), *credentials_from_env()).ssh_keys(),
             error=VerdaAPIError,
             missing=lambda error: str(error).split(" (")[0],
             accepted=f"client {CLIENT_ID_ENV} accepted",

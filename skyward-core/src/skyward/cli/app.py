@@ -2,46 +2,50 @@
 
 The provider-specific parts come from each installed plugin through the
 ``skyward_provider_tools`` hook (see :mod:`skyward.providers.resources`), so a third-party
-provider's resources show up here as AWS's do. :func:`make_app` takes its seams (the
-tools, a configuration per provider, the clock) as arguments: ``main`` uses the
-installed plugins, each provider's defaults and the environment.
+provider's resources show up here as AWS's do; Local is one of them (core's own plugin).
+:func:`make_app` takes its seams (the tools, a configuration per provider, the clock, the
+public-address lookup) as arguments: ``main`` uses the installed plugins, each provider's
+defaults and the environment.
 
 Tables and JSON go to stdout (they are what was asked for); progress, skipped providers
-and errors go to stderr, each one line. Bad input exits 2, anything left behind 1.
+and errors go to stderr, each one line. Under ``--json`` stdout is JSON whatever happens,
+a failure included (its message joins ``errors``). Bad input exits 2, anything left
+behind or not working 1.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from typer._click import Context, Parameter  # typer vendors click: the types its hooks receive
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.exceptions import TyperException
 
+from skyward.accelerators.catalog import current_catalog
 from skyward.cli import cache as envcache
+from skyward.cli import doctor as doctoring
+from skyward.cli import offers as offering
 from skyward.cli import render
+from skyward.cli.opening import Opened, State, open_each
 from skyward.errors import ConfigurationError, SkywardError
-from skyward.offer_table import collect, query
+from skyward.offer_table import query
 from skyward.plugins.registry import get_plugin_manager
-from skyward.providers.checks import AccountCheck, AccountChecks
 from skyward.providers.cloud.reaping import doomed_resources
-from skyward.providers.resources import (
-    AddressSource,
-    CredentialCheck,
-    ProviderTools,
-    Removal,
-    Resource,
-    ResourceSession,
-)
+from skyward.providers.resources import ProviderTools, Removal, Resource, ResourceSession
+from skyward.version import __version__
 
 BAD_INPUT = 2
 LEFT_BEHIND = 1
 DEBUG_ENV = "SKYWARD_DEBUG"
+LOCAL = "local"
 
 
 class CommandError(Exception):
@@ -57,6 +61,11 @@ def installed_tools() -> list[ProviderTools]:
     return [tools for group in groups for tools in group]
 
 
+def local_first(tools: Sequence[ProviderTools]) -> list[ProviderTools]:
+    """Local first (it works on every machine), then the clouds by name (pure)."""
+    return sorted(tools, key=lambda t: (t.name != LOCAL, t.name))
+
+
 PIPE_WIDTH = 200  # columns for tables written to a pipe or file, where nothing wraps them
 
 
@@ -68,34 +77,37 @@ def console(*, stderr: bool) -> Console:
 
 @dataclass
 class Settings:
-    """What every command reads: the providers' tools and configurations, the clock."""
+    """What every command reads: the providers' tools and configurations, the clock, the
+    public-address lookup; and what one run has said: its errors, whether JSON went out."""
 
     tools: Sequence[ProviderTools] | None = None
     configs: Mapping[str, object] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
+    address: Callable[[], str] | None = None
     out: Console = field(default_factory=lambda: console(stderr=False))
     err: Console = field(default_factory=lambda: console(stderr=True))
     now_override: float | None = None
+    errors: list[str] = field(default_factory=list)
+    emitted: bool = False
 
     def now(self) -> float:
         return self.clock() if self.now_override is None else self.now_override
 
     def all_tools(self) -> list[ProviderTools]:
-        return list(self.tools) if self.tools is not None else installed_tools()
+        return local_first(self.tools if self.tools is not None else installed_tools())
 
     def chosen(self, names: Sequence[str] | None) -> list[ProviderTools]:
         every = self.all_tools()
         if not every:
-            raise CommandError(
-                "no provider plugin is installed: pip install 'skyward[aws]' (or digitalocean, verda)", BAD_INPUT
-            )
+            raise CommandError("no provider is installed, not even Local: reinstall skyward-core", BAD_INPUT)
         if not names:
             return every
         known = {t.name: t for t in every}
         unknown = [n for n in names if n not in known]
         if unknown:
             raise CommandError(
-                f"unknown provider {', '.join(map(repr, unknown))}: installed are {', '.join(sorted(known))}",
+                f"unknown provider {', '.join(map(repr, unknown))}: --provider takes one of "
+                f"{', '.join(known)} (another cloud needs its plugin installed)",
                 BAD_INPUT,
             )
         return [known[n] for n in dict.fromkeys(names)]
@@ -111,57 +123,46 @@ class Settings:
 
     def emit_json(self, value: object) -> None:
         self.out.file.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+        self.emitted = True
 
 
-@dataclass(frozen=True, slots=True)
-class Opened:
-    tools: ProviderTools
-    session: ResourceSession
-    check: CredentialCheck
-
-
-def with_credentials(settings: Settings, names: Sequence[str] | None) -> Iterator[Opened]:
-    """The chosen providers whose credentials are found, each said on stderr when skipped;
-    none at all is a CommandError."""
-    checks: list[CredentialCheck] = []
-    yielded = 0
-    for tools in settings.chosen(names):
-        try:
-            session = settings.open(tools)
-            check = session.check()
-        except CommandError:
-            raise
-        except Exception as error:  # a bad configuration, an unreachable API: that provider only
-            check = CredentialCheck(tools.name, True, False, f"{type(error).__name__}: {error}")
-            checks.append(check)
-            settings.say(f"{tools.name}: could not check the credentials: {check.detail}")
+def usable(settings: Settings, names: Sequence[str] | None) -> tuple[list[Opened], list[dict[str, str]]]:
+    """The chosen providers that are ready, and the skipped ones (not configured) as JSON
+    rows; each one not ready is said on stderr and a fault (unreachable, refused, broken)
+    joins the run's errors. None ready at all is a CommandError (exit 2)."""
+    opened = open_each(settings.chosen(names), settings.open)
+    skipped: list[dict[str, str]] = []
+    for item in opened:
+        if item.state is State.READY:
             continue
-        checks.append(check)
-        if not check.found:
-            settings.say(f"{tools.name}: skipped, {check.detail} ({check.fix})")
-            continue
-        if not check.valid:
-            settings.say(f"{tools.name}: credentials not accepted: {check.detail}")
-            continue
-        yielded += 1
-        yield Opened(tools, session, check)
-    if yielded == 0:
-        fixes = "; ".join(f"{c.provider}: {c.fix or c.detail}" for c in checks)
-        raise CommandError(f"no provider has usable credentials ({fixes})", BAD_INPUT)
+        settings.say(item.line())
+        if item.state is State.NOT_CONFIGURED:
+            skipped.append({"provider": item.name, "reason": f"not configured: {item.fix or item.detail}"})
+        else:
+            settings.errors.append(item.line())
+    ready = [item for item in opened if item.state is State.READY]
+    if not ready:
+        why = "; ".join(f"{o.name}: {o.fix if o.state is State.NOT_CONFIGURED else o.detail}" for o in opened)
+        if all(o.state in (State.NOT_CONFIGURED, State.REFUSED) for o in opened):
+            raise CommandError(f"no provider has usable credentials ({why})", BAD_INPUT)
+        raise CommandError(f"no provider could be used ({why})", BAD_INPUT)
+    return ready, skipped
 
 
 def list_everything(
     settings: Settings, names: Sequence[str] | None
-) -> tuple[list[tuple[Opened, list[Resource]]], list[str]]:
-    found: list[tuple[Opened, list[Resource]]] = []
-    errors: list[str] = []
-    for opened in with_credentials(settings, names):
+) -> tuple[list[tuple[Opened, ResourceSession, list[Resource]]], list[dict[str, str]]]:
+    ready, skipped = usable(settings, names)
+    found: list[tuple[Opened, ResourceSession, list[Resource]]] = []
+    for opened in ready:
+        session = opened.session
+        assert session is not None  # a ready provider has its session
         try:
-            found.append((opened, opened.session.resources()))
+            found.append((opened, session, session.resources()))
         except Exception as error:
-            errors.append(f"{opened.tools.name}: {error}")
-            settings.say(f"{opened.tools.name}: could not list: {error}")
-    return found, errors
+            settings.errors.append(f"{opened.name}: {error}")
+            settings.say(f"{opened.name}: could not list: {error}")
+    return found, skipped
 
 
 # -- selection (pure) ----------------------------------------------------------------------
@@ -186,16 +187,88 @@ def tally(removals: Sequence[Removal]) -> dict[str, tuple[int, int]]:
     return counts
 
 
+# -- help placeholders ------------------------------------------------------------------------
+
+
+class PlainArgument(TyperArgument):
+    """An argument shown by its name alone (``ACCELERATOR``), without ``<str>`` beside it."""
+
+    def display_type_rich(self, ctx: Context) -> str | None:
+        return None
+
+
+def tidy_placeholders(params: Sequence[Parameter]) -> None:
+    """Typer shows each parameter's Python type as its placeholder (``--json <bool>``,
+    ``--provider <list[str]>``, ``POOL_ID <str>``): a flag gets none, a value its metavar
+    or its name in capitals (``--nodes NODES``), an argument its name alone."""
+    for param in params:
+        if type(param) is TyperArgument:
+            param.__class__ = PlainArgument  # the same object, help without the type column
+        if not isinstance(param, TyperOption) or param.metavar is not None:
+            continue
+        param.metavar = "" if param.is_flag else (param.name or "value").upper()
+
+
+class TidyCommand(TyperCommand):
+    """A command whose help has clean placeholders and whose ``--provider`` help names
+    the providers there are (``make_app`` subclasses it with ``provider_names``)."""
+
+    provider_names: tuple[str, ...] = ()
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        params = super().get_params(ctx)
+        tidy_placeholders(params)
+        for param in params:
+            if isinstance(param, TyperOption) and param.name == "provider" and self.provider_names:
+                param.help = f"{PROVIDERS_HELP}: {', '.join(self.provider_names)}."
+        return params
+
+
+class TidyGroup(TyperGroup):
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        params = super().get_params(ctx)
+        tidy_placeholders(params)
+        return params
+
+
 # -- the app --------------------------------------------------------------------------------
 
-ProviderOption = Annotated[list[str] | None, typer.Option("--provider", "-p", help="Only this provider (repeatable).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
+
+def _provider_names(incomplete: str) -> list[str]:
+    return [t.name for t in local_first(installed_tools()) if t.name.startswith(incomplete)]
 
 
-def _fail(settings: Settings, error: BaseException) -> NoReturn:
+def _accelerator_names(incomplete: str) -> list[str]:
+    return [m for m in current_catalog().models() if m.lower().startswith(incomplete.lower())]
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table (errors too).")]
+PROVIDERS_HELP = "Only this provider (repeatable)"
+ProviderOption = Annotated[
+    list[str] | None,
+    typer.Option("--provider", "-p", metavar="NAME", help=PROVIDERS_HELP, autocompletion=_provider_names),
+]
+
+
+def _fail(settings: Settings, error: BaseException, as_json: bool, empty: Mapping[str, object]) -> NoReturn:
     status = error.status if isinstance(error, CommandError) else BAD_INPUT
     settings.say(f"skyward: {error}")
+    if as_json and not settings.emitted:
+        settings.emit_json({**empty, "errors": [*settings.errors, str(error)]})
     raise typer.Exit(status)
+
+
+def version_text() -> str:
+    plugins = [p for p in doctoring.plugin_versions() if p["distribution"] != "skyward-core"]
+    listed = ", ".join(f"{p['distribution']} {p['version']}" for p in plugins)
+    return f"skyward {__version__}" + (f" ({listed})" if listed else "")
+
+
+def show_version(value: bool) -> None:
+    """``--version``: one line, the core's version and each plugin distribution's."""
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit(0)
 
 
 def make_app(
@@ -203,25 +276,34 @@ def make_app(
     tools: Sequence[ProviderTools] | None = None,
     configs: Mapping[str, object] | None = None,
     clock: Callable[[], float] = time.time,
+    address: Callable[[], str] | None = None,
 ) -> typer.Typer:
     """The command. ``tools`` replaces the installed plugins' (tests, embedding);
     ``configs`` maps a provider name to the configuration its tools open (default: the
-    provider's defaults and the environment); ``clock`` gives the time."""
-    settings = Settings(tools=tools, configs=dict(configs or {}), clock=clock)
+    provider's defaults and the environment); ``clock`` gives the time; ``address`` is
+    doctor's one public-address lookup (default: ask the address service)."""
+    settings = Settings(tools=tools, configs=dict(configs or {}), clock=clock, address=address)
+    command_class = type(
+        "SkywardCommand", (TidyCommand,), {"provider_names": tuple(t.name for t in settings.all_tools())}
+    )
     app = typer.Typer(
         name="skyward",
         help="See what Skyward pools left on your cloud accounts and what it costs, remove it, "
         "compare offers, and check the set-up.",
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,
         pretty_exceptions_enable=False,
+        cls=TidyGroup,
     )
 
-    def guarded(body: Callable[[], None]) -> None:
+    def guarded(body: Callable[[], None], as_json: bool = False, empty: Mapping[str, object] | None = None) -> None:
+        settings.errors.clear()
+        settings.emitted = False
+        shape = dict(empty or {})
         try:
             body()
         except (CommandError, ConfigurationError, SkywardError) as error:
-            _fail(settings, error)
+            _fail(settings, error, as_json, shape)
         except (typer.Exit, typer.Abort):
             raise
         except Exception as error:
@@ -230,6 +312,8 @@ def make_app(
             _fail(
                 settings,
                 CommandError(f"{type(error).__name__}: {error} (set {DEBUG_ENV}=1 to see the traceback)", LEFT_BEHIND),
+                as_json,
+                shape,
             )
 
     @app.callback()
@@ -237,36 +321,49 @@ def make_app(
         now: Annotated[
             float | None, typer.Option("--now", hidden=True, help="Pretend it is this Unix time (expiry checks).")
         ] = None,
+        version: Annotated[
+            bool,
+            typer.Option("--version", is_eager=True, callback=show_version, help="Print the versions and exit."),
+        ] = False,
     ) -> None:
         settings.now_override = now
 
-    @app.command("ls")
+    @app.command("ls", cls=command_class)
     def ls(provider: ProviderOption = None, as_json: JsonOption = False) -> None:
-        """Every resource Skyward pools made, on every provider with credentials."""
+        """Every resource Skyward pools made, on every provider that is set up."""
 
         def body() -> None:
-            found, errors = list_everything(settings, provider)
+            found, skipped = list_everything(settings, provider)
             now = settings.now()
-            everything = [r for _, listed in found for r in listed]
+            everything = [r for _, _, listed in found for r in listed]
             if as_json:
-                settings.emit_json({"resources": [render.resource_json(r, now) for r in everything], "errors": errors})
+                settings.emit_json(
+                    {
+                        "resources": [render.resource_json(r, now) for r in everything],
+                        "errors": settings.errors,
+                        "skipped": skipped,
+                    }
+                )
             else:
                 settings.out.print(render.resources_table(everything, now))
                 cost = sum(c for r in everything if (c := r.cost_so_far(now)) is not None)
                 hourly = sum(r.hourly_price or 0.0 for r in everything)
                 expired = sum(r.expired(now) for r in everything)
+                looked = ", ".join(o.name for o, _, _ in found)
                 settings.out.print(
-                    f"{len(everything)} resource(s), {expired} past expiry; "
+                    f"{len(everything)} resource(s) on {looked}, {expired} past expiry; "
                     f"{render._maybe_rate(hourly)} now, {render._maybe_money(cost)} so far"
                 )
-            if errors:
-                raise CommandError(f"{len(errors)} provider(s) could not be listed")
+            if settings.errors:
+                raise CommandError(f"{len(settings.errors)} provider(s) could not be listed")
 
-        guarded(body)
+        guarded(body, as_json, {"resources": [], "skipped": []})
 
-    @app.command("down")
+    @app.command("down", cls=command_class)
     def down(
-        pool_id: Annotated[str | None, typer.Argument(help="The pool whose resources to delete.")] = None,
+        pool_id: Annotated[
+            str | None, typer.Argument(metavar="POOL_ID", help="The pool whose resources to delete.")
+        ] = None,
         expired: Annotated[
             bool,
             typer.Option(
@@ -284,11 +381,15 @@ def make_app(
             chosen = sum((pool_id is not None, expired, every))
             if chosen != 1:
                 raise CommandError("give exactly one of POOL_ID, --expired or --all", BAD_INPUT)
-            found, errors = list_everything(settings, provider)
+            found, _skipped = list_everything(settings, provider)
+            errors = settings.errors
             now = settings.now()
-            plan = [(o, select(listed, pool_id=pool_id, expired=expired, every=every, now=now)) for o, listed in found]
-            total = sum(len(items) for _, items in plan)
-            searched = ", ".join(o.tools.name for o, _ in found) or "no provider"
+            plan = [
+                (o, session, select(listed, pool_id=pool_id, expired=expired, every=every, now=now))
+                for o, session, listed in found
+            ]
+            total = sum(len(items) for _, _, items in plan)
+            searched = ", ".join(o.name for o, _, _ in found) or "no provider"
             if total == 0:
                 if pool_id is not None:
                     raise CommandError(
@@ -301,18 +402,18 @@ def make_app(
                     raise CommandError(f"{len(errors)} provider(s) could not be listed")
                 return
             if every and not yes:
-                settings.err.print(render.resources_table([r for _, items in plan for r in items], now))
+                settings.err.print(render.resources_table([r for _, _, items in plan for r in items], now))
                 if not typer.confirm(f"Delete these {total} resource(s)?", err=True):
                     raise CommandError("nothing deleted", LEFT_BEHIND)
             removals: list[Removal] = []
-            for opened, items in plan:
+            for opened, session, items in plan:
                 if not items:
                     continue
-                settings.say(f"{opened.tools.name}: deleting {len(items)} resource(s)...")
+                settings.say(f"{opened.name}: deleting {len(items)} resource(s)...")
                 try:
-                    removals += opened.session.delete(items)
+                    removals += session.delete(items)
                 except Exception as error:
-                    errors.append(f"{opened.tools.name}: {error}")
+                    errors.append(f"{opened.name}: {error}")
                     removals += [Removal(r, removed=False, detail=str(error)) for r in items]
             if as_json:
                 settings.emit_json({"removals": [render.removal_json(r, now) for r in removals], "errors": errors})
@@ -324,63 +425,110 @@ def make_app(
             if left_over or errors:
                 raise CommandError(f"{len(left_over)} resource(s) are left; see above")
 
-        guarded(body)
+        guarded(body, as_json, {"removals": []})
 
-    @app.command("offers")
+    @app.command("offers", cls=command_class)
     def offers(
         accelerator: Annotated[
-            str | None, typer.Argument(help="An accelerator such as A100, A100:8 or H100-80GB (none: CPU machines).")
+            str | None,
+            typer.Argument(
+                metavar="ACCELERATOR",
+                help="An accelerator such as A100, A100:8 or H100-80GB (none: CPU machines; --all lists them).",
+                autocompletion=_accelerator_names,
+            ),
         ] = None,
-        nodes: Annotated[int, typer.Option("--nodes", "-n", help="Nodes in the pool (prices times this).")] = 1,
+        nodes: Annotated[
+            int, typer.Option("--nodes", "-n", metavar="N", help="Nodes in the pool (prices times this).")
+        ] = 1,
         spot: Annotated[bool, typer.Option("--spot", help="Only offers with a spot market, priced on spot.")] = False,
+        region: Annotated[
+            str | None, typer.Option("--region", metavar="REGION", help="Only offers in this region.")
+        ] = None,
+        sort: Annotated[
+            offering.SortKey,
+            typer.Option(
+                "--sort",
+                metavar="price|gpu|memory",
+                help="Order: cheapest pool first; by accelerator then count; most memory first.",
+            ),
+        ] = offering.SortKey.PRICE,
+        every: Annotated[
+            bool, typer.Option("--all", help="List the accelerators the catalog knows (names to ask for).")
+        ] = False,
         provider: ProviderOption = None,
         as_json: JsonOption = False,
     ) -> None:
-        """What each provider offers for one node, cheapest first."""
+        """What each provider offers for one node, cheapest first: live with an account, from the
+        catalogs the plugins ship without one."""
 
         def body() -> None:
+            if every:
+                if accelerator is not None:
+                    raise CommandError("--all lists every accelerator: give it without ACCELERATOR", BAD_INPUT)
+                entries = offering.accelerator_rows(current_catalog())
+                if as_json:
+                    settings.emit_json({"accelerators": [offering.accelerator_json(e) for e in entries], "errors": []})
+                else:
+                    settings.out.print(render.accelerators_table(entries))
+                return
             wanted = query(accelerator, nodes=nodes, spot=spot)
-            errors: list[str] = []
-
-            def skipped(name: str, why: str) -> None:
-                settings.say(f"{name}: {why}")
-                if why != "this plugin lists no offers":
-                    errors.append(f"{name}: {why}")
-
-            sources = ((opened.tools.name, opened.session) for opened in with_credentials(settings, provider))
-            found = list(collect(sources, wanted, on_skip=skipped))
+            chosen = settings.chosen(provider)
+            if not provider:
+                chosen = [t for t in chosen if t.name != LOCAL]  # Local lists no offers
+            gathered = offering.gather(open_each(chosen, settings.open), wanted, settings.say)
+            settings.errors += gathered.errors
+            rows = offering.ordered(offering.in_region(gathered.rows, region), sort, spot, nodes)
+            failure = None
+            if not rows:
+                where = f" in {region}" if region else ""
+                failure = f"no offer matches {accelerator or 'a CPU machine'}{' on spot' if spot else ''}{where}"
+            elif settings.errors:
+                failure = f"{len(settings.errors)} provider(s) could not list offers"
             if as_json:
-                settings.emit_json({"offers": [render.offer_json(o, nodes, spot) for o in found], "errors": errors})
+                settings.emit_json(
+                    {
+                        "offers": [{**render.offer_json(r.offer, nodes, spot), "source": r.source} for r in rows],
+                        "needs_account": [
+                            {"provider": p, "for": what, "fix": fix} for p, what, fix in gathered.needs_account
+                        ],
+                        "errors": [*settings.errors, *([failure] if failure else [])],
+                    }
+                )
             else:
-                settings.out.print(render.offers_table(found, nodes, spot))
-            if errors:
-                raise CommandError(f"{len(errors)} provider(s) could not list offers")
-            if not found:
-                raise CommandError(f"no offer matches {accelerator or 'a CPU machine'}{' on spot' if spot else ''}")
+                settings.out.print(render.offers_table(rows, nodes, spot))
+                for line in render.offers_notes(rows, gathered.needs_account):
+                    settings.say(line)
+            if failure:
+                raise CommandError(failure)
 
-        guarded(body)
+        guarded(body, as_json, {"offers": [], "needs_account": []})
 
-    @app.command("doctor")
+    @app.command("doctor", cls=command_class)
     def doctor(provider: ProviderOption = None, as_json: JsonOption = False) -> None:
-        """Plugins, each provider's credentials, client address and account checks, the cache, and what to fix."""
+        """What is ready (Local first), what is not set up, what is broken and how to fix it.
+        Exits 1 only when something is broken."""
 
         def body() -> None:
-            report = diagnose(settings, provider)
+            opened = open_each(settings.chosen(provider), settings.open)
+            ask = settings.address or doctoring._default_lookup
+            report = doctoring.diagnose(opened, ask)
             if as_json:
-                settings.emit_json(report)
+                settings.emit_json({**report, "errors": report["fixes"]})
             else:
-                print_diagnosis(settings, report)
+                doctoring.print_diagnosis(settings.out, report)
             if report["fixes"]:
                 raise typer.Exit(LEFT_BEHIND)
 
-        guarded(body)
+        guarded(body, as_json, {"providers": [], "fixes": []})
 
     cache_app = typer.Typer(
-        help="The environments built for Local pools and the wheels built for cloud nodes.", no_args_is_help=True
+        help="The environments built for Local pools and the wheels built for cloud nodes.",
+        no_args_is_help=True,
+        cls=TidyGroup,
     )
     app.add_typer(cache_app, name="cache")
 
-    @cache_app.command("ls")
+    @cache_app.command("ls", cls=command_class)
     def cache_ls(as_json: JsonOption = False) -> None:
         """Cached environments and wheels with their size and last use."""
         home = envcache.skyward_home()
@@ -401,10 +549,11 @@ def make_app(
                 f"{len(envs)} environment(s), {len(built)} wheel(s), {render.size_text(total)} in {home}"
             )
 
-    @cache_app.command("clear")
+    @cache_app.command("clear", cls=command_class)
     def cache_clear(
         names: Annotated[
-            list[str] | None, typer.Argument(help="Only these environments or wheels (default: all).")
+            list[str] | None,
+            typer.Argument(metavar="[NAME]...", help="Only these environments or wheels (default: all)."),
         ] = None,
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     ) -> None:
@@ -443,107 +592,25 @@ def make_app(
     return app
 
 
-# -- doctor ---------------------------------------------------------------------------------
-
-
-def plugin_versions() -> list[dict[str, str]]:
-    """Every distribution that registers ``skyward`` plugins, with its version."""
-    seen: dict[str, str] = {"skyward-core": metadata.version("skyward-core")}
-    for _plugin, dist in get_plugin_manager().list_plugin_distinfo():
-        seen[str(dist.project_name)] = str(dist.version)
-    return [{"distribution": k, "version": v} for k, v in sorted(seen.items())]
-
-
-def diagnose(settings: Settings, names: Sequence[str] | None) -> dict[str, Any]:
-    fixes: list[str] = []
-    providers: list[dict[str, Any]] = []
-    for tools in settings.chosen(names):
-        try:
-            session = settings.open(tools)
-            check = session.check()
-        except Exception as error:  # a bad configuration: said, and the other providers still checked
-            detail = f"{type(error).__name__}: {error}"
-            providers.append(
-                {"provider": tools.name, "credentials_found": False, "credentials_valid": False, "detail": detail}
-            )
-            fixes.append(f"{tools.name}: {detail}")
-            continue
-        entry: dict[str, Any] = {
-            "provider": tools.name,
-            "region": session.region,
-            "credentials_found": check.found,
-            "credentials_valid": check.valid,
-            "detail": check.detail,
-        }
-        if not check.valid:
-            fixes.append(f"{tools.name}: {check.fix or check.detail}")
-        elif isinstance(session, AccountChecks):
-            entry["checks"] = account_checks(session, tools.name, fixes)
-        if isinstance(session, AddressSource):
-            try:
-                entry["client_address"] = session.client_address()
-            except Exception as error:
-                entry["client_address"] = None
-                fixes.append(f"{tools.name}: {error}")
-        providers.append(entry)
-    home = envcache.skyward_home()
-    envs = envcache.environments(home)
-    return {
-        "plugins": plugin_versions(),
-        "providers": providers,
-        "skyward_home": str(home),
-        "environments": [render.environment_json(e) for e in envs],
-        "cache_size": sum(e.size for e in envs),
-        "fixes": fixes,
-    }
-
-
-def account_checks(session: AccountChecks, provider: str, fixes: list[str]) -> list[dict[str, Any]]:
-    """The session's account checks as JSON; each failed one adds its fix to ``fixes``.
-    A check that cannot run at all is reported as one failed check, not raised."""
-    try:
-        found = session.account_checks()
-    except Exception as error:
-        found = [AccountCheck(provider, "account", False, f"{type(error).__name__}: {error}", "run doctor again later")]
-    for check in found:
-        if not check.ok:
-            fixes.append(f"{provider}: {check.name}: {check.fix}")
-    return [{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in found]
-
-
-def print_diagnosis(settings: Settings, report: Mapping[str, Any]) -> None:
-    out = settings.out
-    out.print("[bold]plugins[/bold]")
-    for plugin in report["plugins"]:
-        out.print(f"  {plugin['distribution']} {plugin['version']}", highlight=False)
-    out.print("[bold]providers[/bold]")
-    for p in report["providers"]:
-        state = "valid" if p["credentials_valid"] else ("not accepted" if p["credentials_found"] else "not found")
-        line = f"  {p['provider']} ({p.get('region', '?')}): credentials {state}: {p['detail']}"
-        if "client_address" in p:
-            line += f"; firewall opens to {p['client_address'] or '?'}"
-        out.print(line, markup=False, highlight=False)
-        for check in p.get("checks", ()):
-            mark = "ok" if check["ok"] else "FAIL"
-            out.print(f"    {mark} {check['name']}: {check['detail']}", markup=False, highlight=False)
-    envs = report["environments"]
-    out.print(
-        f"[bold]cache[/bold] {report['skyward_home']}: {len(envs)} environment(s), "
-        f"{render.size_text(report['cache_size'])}",
-        highlight=False,
-    )
-    if report["fixes"]:
-        out.print("[bold]to fix[/bold]")
-        for fix in report["fixes"]:
-            out.print(f"  {fix}", markup=False, highlight=False)
-    else:
-        out.print("nothing to fix")
-
-
 def main() -> None:
-    """The console script."""
+    """The console script. A usage error (an unknown flag, a bad value) under ``--json``
+    is JSON too, like every other failure."""
     app = make_app()
-    app(prog_name="skyward")
+    if "--json" not in sys.argv[1:]:
+        app(prog_name="skyward")
+        return
+    command = typer.main.get_command(app)
+    try:
+        status = command.main(args=sys.argv[1:], prog_name="skyward", standalone_mode=False)
+    except TyperException as error:  # a usage error: an unknown flag, a bad value
+        typer.echo(f"skyward: {error.format_message()}", err=True)
+        typer.echo(json.dumps({"errors": [error.format_message()]}, indent=2))
+        raise SystemExit(BAD_INPUT) from None
+    except typer.Exit as done:
+        raise SystemExit(done.exit_code) from None
+    except typer.Abort:
+        raise SystemExit(LEFT_BEHIND) from None
+    raise SystemExit(status if isinstance(status, int) else 0)  # outside standalone mode an exit is returned
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,9 @@ from typing import Any
 
 from rich.table import Table
 
+from skyward.accelerators.catalog import CatalogEntry
 from skyward.cli.cache import CachedEnvironment
+from skyward.cli.offers import SHIPPED, Row
 from skyward.display.formatting import duration, money, rate
 from skyward.providers.offers import Offer
 from skyward.providers.resources import Removal, Resource
@@ -113,14 +115,19 @@ def offer_json(offer: Offer, nodes: int, spot: bool) -> dict[str, Any]:
     }
 
 
-def offers_table(offers: Sequence[Offer], nodes: int, spot: bool) -> Table:
+SHIPPED_MARK = "*"
+
+
+def offers_table(rows: Sequence[Row], nodes: int, spot: bool) -> Table:
     table = Table(title=f"offers for {nodes} node(s){' on spot' if spot else ''}", title_justify="left")
     for column in ("provider", "region", "instance", "accelerators", "vCPUs", "memory", "on demand", "spot", "pool"):
         table.add_column(column, justify="left" if column in ("provider", "region", "instance") else "right")
-    for o in offers:
+    for row in rows:
+        o = row.offer
         hourly = o.hourly(spot)
+        mark = SHIPPED_MARK if row.source == SHIPPED else ""
         table.add_row(
-            o.provider,
+            o.provider + mark,
             o.region,
             o.instance,
             "-" if o.accelerator is None else f"{o.accelerator_count} x {o.accelerator}",
@@ -130,6 +137,28 @@ def offers_table(offers: Sequence[Offer], nodes: int, spot: bool) -> Table:
             _maybe_rate(o.spot_hourly),
             _maybe_rate(None if hourly is None else hourly * nodes),
         )
+    return table
+
+
+def offers_notes(rows: Sequence[Row], needs_account: Sequence[tuple[str, str, str]]) -> list[str]:
+    """The lines under the offers table (stderr): what the mark means, who needs an account."""
+    lines = []
+    shipped = sorted({r.offer.provider for r in rows if r.source == SHIPPED})
+    if shipped:
+        lines.append(
+            f"{SHIPPED_MARK} {', '.join(shipped)}: list prices from the catalog its plugin ships, no account needed "
+            "(no spot prices)"
+        )
+    lines += [f"{provider}: {what} need an account: {fix}" for provider, what, fix in needs_account]
+    return lines
+
+
+def accelerators_table(entries: Sequence[CatalogEntry]) -> Table:
+    table = Table(title="accelerators (ask for a model or a variant: A100, A100-80GB, A100:8)", title_justify="left")
+    for column in ("model", "variant", "vendor", "memory", "kind", "also spelt"):
+        table.add_column(column, justify="right" if column == "memory" else "left")
+    for e in entries:
+        table.add_row(e.model, e.variant, e.vendor, f"{e.memory_gb} GB", e.kind, ", ".join(e.aliases))
     return table
 
 

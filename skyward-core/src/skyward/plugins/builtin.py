@@ -20,11 +20,18 @@ from skyward.distributed.backends.tensorflow_backend import tensorflow
 from skyward.plugins.contributions import DistributedBackend, ProviderPlugin
 from skyward.plugins.hookspecs import hookimpl
 from skyward.providers.local import Local, LocalDriver
+from skyward.providers.local_tools import TOOLS as LOCAL_TOOLS
+from skyward.providers.resources import ProviderTools
 
 
 @hookimpl(trylast=True)
 def skyward_providers() -> Sequence[ProviderPlugin[Local]]:
     return [ProviderPlugin(name="local", config_type=Local, create_driver=LocalDriver)]
+
+
+@hookimpl(trylast=True)
+def skyward_provider_tools() -> Sequence[ProviderTools]:
+    return [LOCAL_TOOLS]
 
 
 @hookimpl(trylast=True)

@@ -69,7 +69,7 @@ from skyward.providers.baking import (
 from skyward.providers.checks import AccountCheck, AccountChecks
 from skyward.providers.contexts import BootstrapContext, local_bootstrap_context
 from skyward.providers.deferred import deferred_driver
-from skyward.providers.offers import Offer, OfferQuery, OfferSource, fits, offers_from
+from skyward.providers.offers import Offer, OfferQuery, OfferSource, ShippedOffers, fits, offers_from
 from skyward.providers.protocol import (
     ConsoleOutput,
     ElasticNodes,
@@ -87,6 +87,7 @@ from skyward.providers.protocol import (
     UserDataFactory,
     VolumeMounts,
 )
+from skyward.providers.reachability import Unreachable, unreachable
 from skyward.providers.resources import (
     FIREWALL,
     INSTANCE,
@@ -107,7 +108,7 @@ from skyward.providers.resources import (
     parse_number,
     parse_time,
 )
-from skyward.providers.sessions import config_for, credential_check, reported_as
+from skyward.providers.sessions import NETWORK_FIX, config_for, credential_check, for_one_check, reported_as
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.providers.spec import PoolSpec
 from skyward.spot import (
@@ -144,4 +145,5 @@ __all__ = [
     "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",
     "parse_accelerator", "parse_memory", "parse_number", "parse_time", "plan_markets", "reported_as",
     "select_instance", "settings_of", "wants_spot",
+    "NETWORK_FIX", "ShippedOffers", "Unreachable", "for_one_check", "unreachable",
 ]  # fmt: skip

@@ -22,7 +22,7 @@ from skyward.accelerators.parse import parse_accelerator
 from skyward.errors import ConfigurationError
 from skyward.instances import InstanceType, select_instance
 
-__all__ = ["Offer", "OfferQuery", "OfferSource", "fits", "offers_from", "price_order", "query"]
+__all__ = ["Offer", "OfferQuery", "OfferSource", "ShippedOffers", "fits", "offers_from", "price_order", "query"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,16 @@ class OfferSource(Protocol):
     """A provider session that can list what it offers."""
 
     def offers(self, query: OfferQuery) -> list[Offer]: ...
+
+
+@runtime_checkable
+class ShippedOffers(Protocol):
+    """A provider session that can also answer from data its plugin ships (machine types
+    and list prices), with no account and no network: what ``skyward offers`` shows on a
+    machine with no credentials, marked as such. Live offers (spot prices, what a region
+    has today) still need the account."""
+
+    def shipped_offers(self, query: OfferQuery) -> list[Offer]: ...
 
 
 def query(accelerator: str | None, *, nodes: int = 1, spot: bool = False) -> OfferQuery:

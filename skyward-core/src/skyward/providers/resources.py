@@ -95,13 +95,17 @@ class Removal:
 @dataclass(frozen=True, slots=True)
 class CredentialCheck:
     """Whether a provider's credentials were found and accepted by one harmless read call;
-    ``fix`` says, in one line, what to do when they were not."""
+    ``fix`` says, in one line, what to do when they were not. ``reachable`` is false when
+    that read got no answer at all (no network, a name that does not resolve): the
+    credentials were then not judged, and ``detail`` says which host could not be reached
+    and why, so the command never advises a new token to a user who is offline."""
 
     provider: str
     found: bool
     valid: bool
     detail: str
     fix: str = ""
+    reachable: bool = True
 
 
 @runtime_checkable

@@ -11,14 +11,38 @@ of the provider contract (``skyward.providers``): nothing here imports a CLI lib
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.providers.reachability import unreachable
 from skyward.providers.resources import CredentialCheck
 
+NETWORK_FIX = "check this machine's network connection (or proxy); the credentials were not checked"
+
+if TYPE_CHECKING:  # the type only: the cloud package imports much more than its settings
+    from skyward.providers.cloud.settings import CloudSettings
+
 C = TypeVar("C")
+S = TypeVar("S", bound="CloudSettings")
+
+CHECK_RETRIES = 2  # one retry: a blip is forgiven, an unreachable API is said within seconds
+CHECK_TIMEOUT = 15.0  # seconds for the one read
+
+
+def for_one_check(config: S) -> S:
+    """``config`` for a credential check's one read: at most :data:`CHECK_RETRIES` attempts
+    and :data:`CHECK_TIMEOUT` seconds. A pool's defaults (8 attempts, backoff doubling to
+    30 s) held ``skyward doctor`` 50 s per unreachable marketplace (RunPod, VastAI,
+    measured offline against a closed port); with these it says "could not reach" within
+    seconds (0.4 s RunPod, 0.3 s VastAI, 5 s Verda, whose token request retries on its own)."""
+    return dataclasses.replace(
+        config,
+        api_retries=min(config.api_retries, CHECK_RETRIES),
+        api_timeout=min(config.api_timeout, CHECK_TIMEOUT),
+    )
 
 
 def config_for(config: object | None, kind: type[C], tools: str) -> C:
@@ -58,10 +82,12 @@ def credential_check(
     missing: str | Callable[[ConfigurationError], str],
     accepted: str,
     fix: str,
+    host: str = "?",
 ) -> CredentialCheck:
     """``find`` the credentials (a ConfigurationError: not found, said by ``missing``),
-    then make one ``read`` that changes nothing (an ``error``: found but refused).
-    Both steps, because "not set" and "set but wrong" want different fixes."""
+    then make one ``read`` that changes nothing (an ``error``: found but refused, unless
+    no answer came at all: then unreachable, naming ``host`` when the error does not).
+    Three outcomes, because "not set", "set but wrong" and "offline" want different fixes."""
     try:
         find()
     except ConfigurationError as exc:
@@ -69,5 +95,8 @@ def credential_check(
     try:
         read()
     except error as exc:
+        offline = unreachable(exc, host)
+        if offline is not None:
+            return CredentialCheck(provider, True, False, str(offline), NETWORK_FIX, reachable=False)
         return CredentialCheck(provider, True, False, str(exc), fix)
     return CredentialCheck(provider, True, True, accepted, fix="")

@@ -9,11 +9,55 @@ from __future__ import annotations
 
 import ipaddress
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.providers.settings import parse_client_address
 
-__all__ = ["client_address", "discover_client_address", "firewall_source", "is_loopback", "parse_client_address"]
+__all__ = [
+    "client_address", "discover_client_address", "firewall_source", "is_loopback", "one_lookup_per_url",
+    "parse_client_address",
+]  # fmt: skip
+
+# url -> the body it answered, or the OSError text of the failed request; None: no memo
+_answers: ContextVar[dict[str, str | OSError] | None] = ContextVar("skyward_address_answers", default=None)
+
+
+@contextmanager
+def one_lookup_per_url() -> Iterator[None]:
+    """Within the block, each address URL is asked once and its answer (or failure) reused.
+
+    ``skyward doctor`` asks every configured provider for the address its firewall would
+    open; each would otherwise ask the same URL again (three clouds: three lookups, and
+    offline three identical failures). Only inside the block: a long-lived process (a
+    notebook that moves between networks) asks afresh at every pool start.
+    """
+    token = _answers.set({})
+    try:
+        yield
+    finally:
+        _answers.reset(token)
+
+
+def _ask(url: str, timeout: float) -> str:
+    memo = _answers.get()
+    if memo is not None and url in memo:
+        answer = memo[url]
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s): checked by the config
+            body = str(response.read(256).decode("ascii", errors="replace"))
+    except OSError as exc:
+        if memo is not None:
+            memo[url] = exc
+        raise
+    if memo is not None:
+        memo[url] = body
+    return body
 
 
 def is_loopback(host: str | None) -> bool:
@@ -34,8 +78,7 @@ def discover_client_address(url: str, timeout: float, provider: str) -> ipaddres
     """Ask ``url`` (which answers with the caller's address as plain text). ``provider`` is
     the config class's name (``"Verda"``), for the hint on how to pass the address instead."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s): checked by the config
-            body = response.read(256).decode("ascii", errors="replace")
+        body = _ask(url, timeout)
     except OSError as exc:
         raise ProvisioningError(
             f"could not discover this client's public address from {url} ({exc}); "
