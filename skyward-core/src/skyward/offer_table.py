@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from skyward.errors import ConfigurationError
+from skyward.plugin_hints import install_command
 from skyward.plugins.registry import get_plugin_manager, registry
 from skyward.providers.local_tools import PROVIDER as LOCAL
 from skyward.providers.offers import Offer, OfferQuery, OfferSource, fits, offers_from, price_order, query
@@ -137,7 +138,7 @@ def offers(
         for item in providers:
             name = item if isinstance(item, str) else _provider_name(item)
             if name not in by_name:
-                known = ", ".join(sorted(by_name)) or "none (pip install 'skyward[aws]', digitalocean or verda)"
+                known = ", ".join(sorted(by_name)) or f"none (install a cloud plugin: {install_command('aws')})"
                 raise ConfigurationError(
                     f"offers(providers=[...]): no offers for {item!r}; providers with offers: {known}"
                 )
