@@ -380,9 +380,9 @@ class AWSDriver(SpotCloudProvider[AWS]):
     def explain_create_failure(self, error: Exception, market: Market, created: int, total: int) -> Exception:
         if isinstance(error, ClientError | BotoCoreError):
             error = explain(error, f"launching pool {self._pool_id}")
-        if isinstance(error, CapacityError) and error.node is not None and error.node < len(self._plans):
+        if isinstance(error, CapacityError) and error.node is not None:
             if market is Market.SPOT:
-                tries = self._plans[error.node].retries + 1
+                tries = self.plan_for(error.node).retries + 1
                 advice = (
                     f" in each of {tries} round{'s' if tries > 1 else ''}. Try again later, another instance type or "
                     "region, or spot='if-available' to fall back to on-demand"
