@@ -194,7 +194,6 @@ class LocalDriver(Provider[Local]):
                 f"add_nodes(indices={list(indices)}): node {taken or 'indices'} already running or repeated; remove a "
                 "node before starting another at its index"
             )
-        emit(InstanceLaunching(count=len(indices), instance_type="local", provider="local"))
         return self._start_nodes(spec, indices, user_data, emit)
 
     def _start_nodes(

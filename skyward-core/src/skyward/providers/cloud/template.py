@@ -385,12 +385,13 @@ class CloudProvider(Provider[CS]):
         """The ElasticNodes ability: ``launch`` for a few nodes while the others run, with
         the pool's offer, labels (its expiry among them) and infrastructure, and each
         index's spot plan (:meth:`plan_for`). On failure what this call created is deleted
-        (and nothing else), and the error is the kind ``launch`` raises."""
+        (and nothing else), and the error is the kind ``launch`` raises. Each node's
+        ``InstanceProvisioned`` and ``BootstrapStarting`` are said as at start; no
+        ``InstanceLaunching``, which counts the pool's start (the pool says what it added)."""
         offer = self._offer
         assert offer is not None, "prepare() first"
         if not indices:
             return []
-        emit(InstanceLaunching(count=len(indices), instance_type=offer.instance_type, provider=self.name))
         started: list[_Started] = []
         try:
             requests = [(plan, self._request(spec, plan, user_data)) for plan in map(self.plan_for, indices)]
