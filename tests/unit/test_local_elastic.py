@@ -74,7 +74,7 @@ def test_a_node_whose_process_was_killed_is_gone_and_the_others_are_not(local_ro
     with sky.ComputePool(provider=Local(), nodes=2, display="quiet") as pool:
         driver = pool._driver
         assert isinstance(driver, LocalDriver)
-        first, second = pool.nodes
+        _, second = pool.nodes
         pid = next(n.process.pid for n in driver._nodes if n.instance_id == second.instance_id)
         os.killpg(pid, signal.SIGKILL)  # the node dies, as to an OOM kill or a host failure
         assert wait_for(lambda: second.instance_id in driver.gone(pool.nodes), timeout=10)

@@ -12,8 +12,13 @@ answer may have made, remove the infrastructure. The pool then waits for the age
 (``bootstrap_timeout``) and says ``BootstrapCompleted``; if they do not answer it calls
 ``terminate`` and ``teardown``, so a bootstrap timeout cleans up like any other failure.
 
+While the pool runs (the ElasticNodes and NodeWatch abilities): ``add_nodes`` is
+``launch`` for a few new indices (the same offer, labels and infrastructure; a failure
+deletes only what it created), ``remove_nodes`` is ``terminate`` for exactly those nodes,
+and ``gone`` is one describe call naming the nodes stopped or gone.
+
 :class:`SpotCloudProvider` adds what a cloud with a spot market can do: a default
-strategy, replacing a reclaimed node (``Spot.Always``) and noticing, by describing its
+strategy, replacing a reclaimed node (``Spot.Always``: remove it, add one at its index) and noticing, by describing its
 spot instances, one the provider stopped or deleted without warning.
 
 A driver implements ``choose_offer``, ``create``, ``describe`` and ``delete``; the rest
@@ -152,9 +157,10 @@ class CloudProvider(Provider[CS]):
     One class past 300 lines on purpose: it is the template a driver subclasses, and a
     driver overrides only its API's verbs (offers, create, describe, delete, optional
     infrastructure); the orchestration those verbs plug into (parallel creates, one poll
-    for every node, handles, clean-up on any failure, verified deletes, teardown) has to
-    see them all. What needs none of a driver's state is already a module of its own
-    (naming, retry, sizing, addresses, startup, removal, reaping)."""
+    for every node, handles, clean-up on any failure, verified deletes, teardown, and the
+    same for nodes added, removed and watched while the pool runs) has to see them all.
+    What needs none of a driver's state is already a module of its own (naming, retry,
+    sizing, addresses, startup, removal, reaping)."""
 
     instance_noun = "instance"  # "droplet": in messages
     running_word = "running"  # "active": in messages
