@@ -490,6 +490,16 @@ class AWSDriver(SpotCloudProvider[AWS]):
                         found.append(str(item["InstanceId"]))
         return found
 
+    def remove_nodes(self, nodes: Sequence[NodeHandle]) -> None:
+        """The template's verified delete of exactly these nodes, then their SSM tunnels
+        closed (the other nodes' stay open)."""
+        try:
+            super().remove_nodes(nodes)
+        finally:
+            if isinstance(self._resolver, SsmTunnels):
+                for node in nodes:
+                    self._resolver.release(node.instance_id)
+
     def terminate(self, nodes: Sequence[NodeHandle]) -> None:
         """The template's verified terminate, then the endpoints' tunnels closed."""
         try:
