@@ -291,7 +291,11 @@ class ElasticConformance:
     nodes = 2
 
     def _elastic(self, cloud: ProviderUnderTest, events: list[object]) -> skyward.ComputePool:
-        return skyward.ComputePool(provider=cloud.config(), nodes=self.nodes, display="quiet", on_event=events.append)
+        # on-demand: a spot node deleted here would be seen as reclaimed, and the pool's own
+        # replacement (Spot.Always, AWS's default) would race the one the test makes
+        return skyward.ComputePool(
+            provider=cloud.config(), nodes=self.nodes, display="quiet", on_event=events.append, spot="never"
+        )
 
     def test_a_node_added_at_the_next_index_answers_as_that_node(self, cloud: ProviderUnderTest) -> None:
         events: list[object] = []
