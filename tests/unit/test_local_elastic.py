@@ -17,7 +17,7 @@ import pytest
 
 import skyward as sky
 from skyward.accelerators import parse_accelerator
-from skyward.errors import ConfigurationError
+from skyward.errors import ConfigurationError, ProvisioningError
 from skyward.image import Image
 from skyward.providers import ElasticNodes, NodeWatch, ProviderSettings
 from skyward.providers.local import NODE_POLL_INTERVAL, Local, LocalDriver
@@ -125,3 +125,23 @@ def test_a_local_pool_that_cannot_fit_at_its_largest_is_refused_naming_max() -> 
 def test_every_index_up_to_the_max_has_its_own_devices() -> None:
     devices = LocalDriver(Local()).visible_devices(_spec(nodes=1, scaling=Nodes(desired=1, max=3), concurrency=2))
     assert devices == [["", ""]] * 3  # no accelerator asked: no GPU, for every index the pool may use
+
+
+def _failing_script(node: int, bind: str, context: object, **_: object) -> str:
+    return "echo 'the bootstrap of this node fails' >&2\nexit 3\n"
+
+
+def test_a_node_that_fails_to_start_is_stopped_alone_and_says_why(local_root: Path) -> None:
+    under = LocalUnderTest(local_root)
+    with sky.ComputePool(provider=Local(), nodes=1, display="quiet") as pool:
+        driver = pool._driver
+        assert isinstance(driver, LocalDriver)
+        spec = replace(pool.spec, scaling=Nodes(desired=1, max=2))
+        with pytest.raises(ProvisioningError, match=r"(?s)local node 1 failed to start.*status 3.*this node fails"):
+            driver.add_nodes(spec, [1], _failing_script, [].append)
+        assert [n.index for n in driver._nodes] == [0]  # only the one that failed was stopped
+        assert driver.gone(pool.nodes) == {}
+        with pytest.raises(ConfigurationError, match=r"node \[0\] already running"):
+            driver.add_nodes(spec, [0], _failing_script, [].append)
+        assert (sky.compute(abs)(-2) >> pool) == 2
+    assert wait_for(lambda: not under.leftovers(), timeout=30), under.leftovers()
