@@ -131,3 +131,20 @@ def test_plugin_is_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert _read(local) == node_ports
     finally:
         tunnels.close()
+
+
+def test_releasing_one_instance_closes_its_tunnels_and_keeps_the_others(tmp_path: Path, node_ports: int) -> None:
+    ssm = FakeSSM()
+    tunnels = SsmTunnels(ssm, "us-east-1", port=node_ports, workers=0, plugin=_plugin(tmp_path))
+    try:
+        kept = tunnels.resolve({"InstanceId": "i-1"})
+        tunnels.resolve({"InstanceId": "i-2"})
+        removed = [process for process, _ in tunnels._targets["i-2"]]
+        tunnels.release("i-2")
+        tunnels.release("i-9")  # no tunnel: nothing to do
+        assert ssm.terminated == ["s-2"]
+        assert all(p.poll() is not None for p in removed)
+        assert _read(int(kept.endpoint.rsplit(":", 1)[1])) == node_ports  # i-1's still carries
+    finally:
+        tunnels.close()
+    assert ssm.terminated == ["s-2", "s-1"]

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skyward.api.spec import build_spec
-from skyward.errors import LaunchTimeoutError, ProvisioningError
+from skyward.errors import LaunchTimeoutError, PriceCapError, ProvisioningError
 from skyward.events import BootstrapStarting, InstanceProvisioned, Notice
 from skyward.image import BootstrapContext
 from skyward.providers import PoolSpec
@@ -33,8 +33,9 @@ from skyward.providers.cloud import (
     SpotCloudProvider,
 )
 from skyward.providers.cloud.startup import CONSOLE_TAIL_LINES, remove_local_run_dirs
-from skyward.providers.protocol import ConsoleOutput, PortMapping
-from skyward.spot import Market, NodePlan, Spot
+from skyward.providers.protocol import ConsoleOutput, ElasticNodes, NodeWatch, PortMapping
+from skyward.scaling import Nodes
+from skyward.spot import Market, NodePlan, Spot, SpotNever, min_spot_nodes, normalize_spot, plan_markets
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,3 +428,118 @@ def test_the_default_run_directory_of_a_remote_node_is_not_looked_for_here() -> 
     driver.terminate(_launch(driver, spec, []))
     assert remove_local_run_dirs([driver.run_dir(spec, 0)], spec.pool_id) == []  # absent here: nothing to do
     driver.teardown()
+
+
+# -- nodes that come and go (ElasticNodes, NodeWatch) ---------------------------------------
+
+
+def _elastic(nodes: int, ceiling: int, **kwargs: Any) -> PoolSpec:
+    return replace(_spec(nodes, **kwargs), scaling=Nodes(desired=nodes, max=ceiling))
+
+
+def test_every_cloud_driver_adds_removes_and_watches_nodes() -> None:
+    driver = MemoryDriver(MemoryAPI())
+    assert isinstance(driver, ElasticNodes) and isinstance(driver, NodeWatch)
+    assert driver.node_poll_interval == driver.config.poll_interval
+
+
+def test_nodes_added_later_get_the_pools_labels_and_are_created_in_parallel() -> None:
+    api = MemoryAPI(together=3)  # the three added nodes' creates must be in flight at once
+    api.rendezvous = None
+    driver = MemoryDriver(api)
+    spec = _elastic(2, 6)
+    first = _launch(driver, spec, [])
+    api.rendezvous = threading.Barrier(3, timeout=30)
+    events: list[object] = []
+    added = driver.add_nodes(spec, [4, 2, 3], _script, events.append)
+    assert [h.node for h in added] == [4, 2, 3]  # in the order asked
+    assert api.max_in_flight == 3
+    assert {api.instances[h.instance_id]["pool"] for h in [*first, *added]} == {spec.pool_id}
+    assert [type(e) for e in events] == [InstanceProvisioned, BootstrapStarting] * 3  # no InstanceLaunching
+    assert driver.add_nodes(spec, [], _script, events.append) == []
+
+
+def test_a_failed_add_deletes_what_it_created_and_nothing_else() -> None:
+    api = MemoryAPI()
+    driver = MemoryDriver(api)
+    spec = _elastic(2, 4)
+    _launch(driver, spec, [])
+    api.refuse = {4}  # the second of the two added nodes
+    with pytest.raises(ProvisioningError, match=r"create 4 refused.*1 of 2 instances"):
+        driver.add_nodes(spec, [2, 3], _script, [].append)
+    assert sorted(api.alive()) == ["i-1", "i-2"]  # the running nodes are untouched
+
+
+def test_remove_nodes_deletes_exactly_those_verified_and_a_second_time_is_no_error() -> None:
+    api = MemoryAPI()
+    api.sticky = 1  # the first delete of each instance does not take
+    driver = MemoryDriver(api)
+    handles = _launch(driver, _spec(3), [])
+    driver.remove_nodes([handles[1]])
+    assert sorted(api.alive()) == ["i-1", "i-3"]
+    driver.remove_nodes([handles[1]])
+    assert api.deletes == ["i-2", "i-2"]  # the second call found it gone and sent nothing
+    api.sticky = 99
+    with pytest.raises(ProvisioningError, match=r"could not delete these instances.*i-3"):
+        driver.remove_nodes([handles[2]])
+
+
+def test_gone_names_what_the_cloud_deleted_or_stopped_in_one_describe() -> None:
+    api = MemoryAPI()
+    driver = MemoryDriver(api)
+    handles = _launch(driver, _spec(3), [])
+    assert driver.gone(handles) == {}
+    api.instances["i-3"]["alive"] = False
+    before = api.describes
+    found = driver.gone(handles)
+    assert list(found) == ["i-3"] and "memory says the instance is gone" in found["i-3"]
+    assert api.describes == before + 1
+
+
+def test_replace_is_remove_then_add_at_the_same_index() -> None:
+    api = MemoryAPI()
+    driver = SpotMemoryDriver(api)
+    spec = _spec(2, spot="always")
+    handles = _launch(driver, spec, [])
+    new = driver.replace(spec, handles[1], _script, [].append)
+    assert (new.node, new.spot) == (1, True) and new.instance_id not in {h.instance_id for h in handles}
+    assert sorted(api.alive()) == ["i-1", new.instance_id]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["always", "if-available", "never", 0.3, 0.5, 0.8, 1.0]),
+    st.integers(min_value=1, max_value=8),
+    st.integers(min_value=0, max_value=12),
+)
+def test_a_pool_that_grows_keeps_its_spot_strategys_promise(spot: Any, nodes: int, more: int) -> None:
+    driver = SpotMemoryDriver(MemoryAPI())
+    spec = _elastic(nodes, nodes + more, spot=spot)
+    driver.prepare(spec, [].append)
+    strategy = normalize_spot(spot)
+    for size in range(nodes, nodes + more + 1):
+        plans = [driver.plan_for(n) for n in range(size)]
+        assert [p.node for p in plans] == list(range(size))
+        spot_nodes = sum(p.market is Market.SPOT for p in plans)
+        assert spot_nodes >= min_spot_nodes(strategy, size)  # "at least p on spot", at every size
+        if isinstance(strategy, SpotNever):
+            assert spot_nodes == 0
+    assert [driver.plan_for(n) for n in range(nodes)] == plan_markets(strategy, nodes)  # the start is unchanged
+
+
+def test_spot_if_available_without_spot_capacity_adds_on_demand_nodes() -> None:
+    driver = SpotMemoryDriver(MemoryAPI())
+
+    def no_spot(spec: PoolSpec, plans: Sequence[NodePlan], emit: Any) -> ChosenOffer:
+        return ChosenOffer(instance_type="m1", region="mem-1", price_on_demand=1.0, spot_available=False)
+
+    driver.choose_offer = no_spot  # type: ignore[method-assign]
+    driver.prepare(_elastic(1, 4, spot="if-available"), [].append)
+    assert all(driver.plan_for(n).market is Market.ON_DEMAND for n in range(4))
+
+
+def test_a_price_cap_holds_for_an_elastic_pool_at_its_largest() -> None:
+    driver = MemoryDriver(MemoryAPI())  # $1/h a node
+    driver.prepare(_spec(2, max_hourly_cost=2.5), [].append)  # 2 nodes: $2/h
+    with pytest.raises(PriceCapError, match=r"x 3 nodes \(sky.Nodes\(max=\.\.\.\)\) costs \$3/h.*max_hourly_cost"):
+        MemoryDriver(MemoryAPI()).prepare(_elastic(2, 3, max_hourly_cost=2.5), [].append)

@@ -380,9 +380,9 @@ class AWSDriver(SpotCloudProvider[AWS]):
     def explain_create_failure(self, error: Exception, market: Market, created: int, total: int) -> Exception:
         if isinstance(error, ClientError | BotoCoreError):
             error = explain(error, f"launching pool {self._pool_id}")
-        if isinstance(error, CapacityError) and error.node is not None and error.node < len(self._plans):
+        if isinstance(error, CapacityError) and error.node is not None:
             if market is Market.SPOT:
-                tries = self._plans[error.node].retries + 1
+                tries = self.plan_for(error.node).retries + 1
                 advice = (
                     f" in each of {tries} round{'s' if tries > 1 else ''}. Try again later, another instance type or "
                     "region, or spot='if-available' to fall back to on-demand"
@@ -489,6 +489,16 @@ class AWSDriver(SpotCloudProvider[AWS]):
                     if _STATES.get(str(item["State"]["Name"])) is not InstanceState.GONE:
                         found.append(str(item["InstanceId"]))
         return found
+
+    def remove_nodes(self, nodes: Sequence[NodeHandle]) -> None:
+        """The template's verified delete of exactly these nodes, then their SSM tunnels
+        closed (the other nodes' stay open)."""
+        try:
+            super().remove_nodes(nodes)
+        finally:
+            if isinstance(self._resolver, SsmTunnels):
+                for node in nodes:
+                    self._resolver.release(node.instance_id)
 
     def terminate(self, nodes: Sequence[NodeHandle]) -> None:
         """The template's verified terminate, then the endpoints' tunnels closed."""

@@ -127,6 +127,7 @@ class SsmTunnels:
     plugin: str | None = None  # the session-manager-plugin executable; found on PATH by default
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _sessions: list[str] = field(default_factory=list)
+    _targets: dict[str, list[tuple[subprocess.Popen[bytes], str]]] = field(default_factory=dict)
 
     def resolve(self, instance: Mapping[str, Any]) -> NodeAddress:
         plugin = self.plugin or require_session_manager_plugin()
@@ -149,6 +150,7 @@ class SsmTunnels:
         command = plugin_command(plugin, session, self.region, target, parameters, self.ssm.meta.endpoint_url)
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._processes.append(process)
+        self._targets.setdefault(target, []).append((process, str(session["SessionId"])))
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -164,19 +166,31 @@ class SsmTunnels:
             f"the SSM port forwarding to {target}:{remote} did not open within {self.ready_timeout:g} s"
         )
 
+    def release(self, instance_id: str) -> None:
+        """Close the tunnels to one instance (a node removed while the pool runs): its
+        plugin processes end and its sessions are terminated; the others stay open."""
+        pairs = self._targets.pop(instance_id, [])
+        self._end([p for p, _ in pairs], [s for _, s in pairs])
+        self._processes = [p for p in self._processes if all(p is not q for q, _ in pairs)]
+        self._sessions = [s for s in self._sessions if s not in {t for _, t in pairs}]
+
     def close(self) -> None:
-        for process in self._processes:
+        self._end(self._processes, self._sessions)
+        self._processes.clear()
+        self._sessions.clear()
+        self._targets.clear()
+
+    def _end(self, processes: list[subprocess.Popen[bytes]], sessions: list[str]) -> None:
+        for process in processes:
             process.terminate()
-        for process in self._processes:
+        for process in processes:
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        for session_id in self._sessions:
+        for session_id in sessions:
             try:
                 self.ssm.terminate_session(SessionId=session_id)
             except Exception:  # the session may already be gone with its instance
                 pass
-        self._processes.clear()
-        self._sessions.clear()

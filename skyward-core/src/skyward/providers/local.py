@@ -86,43 +86,73 @@ def check_local_capacity(
 @dataclass
 class _LocalNode:
     index: int
+    instance_id: str
     process: subprocess.Popen[bytes]
     log_path: Path
     endpoint: str | None = None
     failed: str | None = None
 
 
+NODE_POLL_INTERVAL = 0.05
+"""Seconds between two ``gone`` polls (NodeWatch) of a Local pool: a poll is one
+``waitpid(WNOHANG)`` per node, microseconds, so a node process's exit is noticed within
+50 ms, where the liveness window (20 s of missed heartbeats) would take 400 times as long."""
+
+STOP_GRACE = 5.0
+"""Seconds a node's process group has between SIGTERM and SIGKILL (its agent stops its
+workers and says goodbye in well under one)."""
+
+
 class LocalDriver(Provider[Local]):
     """No spot market and no volume mounts: the pool's common rules refuse or explain
-    those. It reads its nodes' stdout, so it reports bootstrap steps live."""
+    those. It reads its nodes' stdout, so it reports bootstrap steps live.
+
+    Elastic (ElasticNodes): a node added later is started exactly as the first ones (its
+    own bootstrap script run with bash in the pool's run directory), and a node removed
+    is its process group stopped. Watching (NodeWatch): a node whose process exited is
+    reported gone at the next poll, ``NODE_POLL_INTERVAL`` seconds."""
 
     name = "local"
     follows_bootstrap: ClassVar[Literal[True]] = True
+    node_poll_interval: float = NODE_POLL_INTERVAL
 
     def __init__(self, config: Local) -> None:
         super().__init__(config)
         self.run_dir: Path | None = None
         self.swept: list[Path] = []  # stale run directories this pool's start removed
-        self._nodes: list[_LocalNode] = []
+        self._nodes: list[_LocalNode] = []  # the nodes running (started and not removed)
+        self._starts: dict[int, int] = {}  # node index -> how many nodes were started at it
+        self._lock = threading.Lock()
 
     def validate(self, spec: PoolSpec) -> None:
         if spec.machine is not None:
             raise ConfigurationError(
                 f"machine={spec.machine!r} is not available on the Local provider: its nodes are this machine"
             )
-        check_local_capacity(spec.cpu, spec.memory_mb, spec.total_workers, os.cpu_count() or 1, _total_memory_mb())
-        self.visible_devices(spec)  # raises when the accelerator is not on this machine
+        workers = spec.max_nodes * spec.workers_per_node  # an elastic pool must fit at its largest
+        try:
+            check_local_capacity(spec.cpu, spec.memory_mb, workers, os.cpu_count() or 1, _total_memory_mb())
+            self.visible_devices(spec)  # raises when the accelerator is not on this machine
+        except ConfigurationError as error:
+            if spec.max_nodes == spec.nodes:
+                raise
+            raise ConfigurationError(
+                f"{error} (the pool may grow to {spec.max_nodes} nodes, sky.Nodes(max={spec.max_nodes}), and the "
+                "Local provider must fit it at that size: lower max or what each worker asks for)"
+            ) from error
 
     def visible_devices(self, spec: PoolSpec) -> list[list[str | None]]:
-        """CUDA_VISIBLE_DEVICES for each worker of each node.
+        """CUDA_VISIBLE_DEVICES for each worker of each node, for every index the pool may
+        use (``spec.max_nodes``): node ``i`` gets the same GPUs whenever a node starts at
+        index ``i`` (at start, added later, or replacing one), and no two indices share one.
 
         A pool that asks for no accelerator sees no GPU (``""``), as on a CPU cloud node.
         Left visible, every local node saw every GPU of the machine: on one H100, two
         nodes' ``distributed.torch`` picked nccl and NCCL failed with "Duplicate GPU
         detected", and two JAX processes each tried to take most of its memory."""
         if spec.accelerator is None:
-            return [[""] * spec.workers_per_node for _ in range(spec.nodes)]
-        per_node = assign_gpus(spec.nodes, spec.accelerator, detect_gpus())
+            return [[""] * spec.workers_per_node for _ in range(spec.max_nodes)]
+        per_node = assign_gpus(spec.max_nodes, spec.accelerator, detect_gpus())
         devices: list[list[str | None]] = []
         for gpus in per_node:
             value = ",".join(str(g) for g in gpus)
@@ -142,93 +172,174 @@ class LocalDriver(Provider[Local]):
         return local_bootstrap_context()
 
     def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
-        assert self.run_dir is not None, "prepare() first"
         emit(InstanceLaunching(count=spec.nodes, instance_type="local", provider="local"))
+        try:
+            return self._start_nodes(spec, range(spec.nodes), user_data, emit)
+        except BaseException:
+            self.terminate([])
+            raise
+
+    def add_nodes(
+        self, spec: PoolSpec, indices: Sequence[int], user_data: UserDataFactory, emit: EventSink
+    ) -> list[NodeHandle]:
+        """Start a node at each index while the others run, as ``launch`` starts them (on
+        failure, only the nodes this call started are stopped)."""
+        if not indices:
+            return []
+        with self._lock:
+            running = {n.index for n in self._nodes}
+        taken = sorted(running & set(indices))
+        if taken or len(set(indices)) != len(indices):
+            raise ConfigurationError(
+                f"add_nodes(indices={list(indices)}): node {taken or 'indices'} already running or repeated; remove a "
+                "node before starting another at its index"
+            )
+        return self._start_nodes(spec, indices, user_data, emit)
+
+    def _start_nodes(
+        self, spec: PoolSpec, indices: Sequence[int], user_data: UserDataFactory, emit: EventSink
+    ) -> list[NodeHandle]:
+        """Start a node at each index and wait until every one's agent reports its
+        endpoint; on failure stop what this call started, then raise."""
+        assert self.run_dir is not None, "prepare() first"
         context = self._bootstrap_context(spec)
         devices = self.visible_devices(spec)
-        for index in range(spec.nodes):
-            instance_id = f"local-{spec.pool_id}-{index}"
-            bind = f"ipc://{self.run_dir}/node-{index}.sock" if self.config.transport == "ipc" else "tcp://127.0.0.1:0"
-            script = user_data(
-                index, bind, context, run_dir=str(self.run_dir), visible_devices=devices[index], instance_id=instance_id
+        started: list[_LocalNode] = []
+        try:
+            for index in indices:
+                if not 0 <= index < len(devices):
+                    raise ConfigurationError(
+                        f"node index {index} is outside this pool's 0..{len(devices) - 1} (sky.Nodes(max=...))"
+                    )
+                started.append(self._start_node(spec, index, context, devices[index], user_data, emit))
+            self._await_endpoints(started)
+        except BaseException:
+            self._stop(started)
+            raise
+        return [
+            NodeHandle(
+                node=node.index, instance_id=node.instance_id, endpoint=node.endpoint or "", instance_type="local",
+                ip="127.0.0.1", private_ip="127.0.0.1",
             )
-            script_path = self.run_dir / f"node-{index}.sh"
-            script_path.write_text(script)
-            script_path.chmod(0o700)
-            work_dir = self.run_dir / f"node-{index}"
-            work_dir.mkdir(mode=0o700)
-            log_path = self.run_dir / f"node-{index}.log"
-            with open(log_path, "wb") as log:
-                process = subprocess.Popen(
-                    ["bash", str(script_path)],
-                    cwd=work_dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    start_new_session=True,  # its own process group: terminate() kills the tree
-                )
-            node = _LocalNode(index, process, log_path)
-            self._nodes.append(node)
-            emit(
-                InstanceProvisioned(
-                    instance_id=instance_id, node=index, spot=False, provider="local", ip="127.0.0.1",
-                    instance_type="local", price_on_demand=0.0, price_spot=None,
-                )
-            )  # fmt: skip
-            emit(BootstrapStarting(instance_id=instance_id))
-            threading.Thread(
-                target=self._follow, args=(node, instance_id, emit, BootstrapProgress), daemon=True
-            ).start()
+            for node in started
+        ]  # fmt: skip
 
+    def _start_node(
+        self,
+        spec: PoolSpec,
+        index: int,
+        context: BootstrapContext,
+        devices: Sequence[str | None],
+        user_data: UserDataFactory,
+        emit: EventSink,
+    ) -> _LocalNode:
+        """Run node ``index``'s bootstrap script with bash, in a process group of its own.
+        A node started again at an index (a replacement) gets its own instance id and
+        files: the one before it may still hold its socket."""
+        assert self.run_dir is not None
+        with self._lock:
+            generation = self._starts.get(index, 0)
+            self._starts[index] = generation + 1
+        stem = f"node-{index}" if generation == 0 else f"node-{index}-{generation}"
+        instance_id = f"local-{spec.pool_id}-{index}" + (f"-{generation}" if generation else "")
+        bind = f"ipc://{self.run_dir}/{stem}.sock" if self.config.transport == "ipc" else "tcp://127.0.0.1:0"
+        script = user_data(
+            index, bind, context, run_dir=str(self.run_dir), visible_devices=list(devices), instance_id=instance_id
+        )
+        script_path = self.run_dir / f"{stem}.sh"
+        script_path.write_text(script)
+        script_path.chmod(0o700)
+        work_dir = self.run_dir / stem
+        work_dir.mkdir(mode=0o700)
+        log_path = self.run_dir / f"{stem}.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                ["bash", str(script_path)],
+                cwd=work_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,  # its own process group: stopping the node kills the tree
+            )
+        node = _LocalNode(index, instance_id, process, log_path)
+        with self._lock:
+            self._nodes.append(node)
+        emit(
+            InstanceProvisioned(
+                instance_id=instance_id, node=index, spot=False, provider="local", ip="127.0.0.1",
+                instance_type="local", price_on_demand=0.0, price_spot=None,
+            )
+        )  # fmt: skip
+        emit(BootstrapStarting(instance_id=instance_id))
+        threading.Thread(target=self._follow, args=(node, emit, BootstrapProgress), daemon=True).start()
+        return node
+
+    def _await_endpoints(self, nodes: Sequence[_LocalNode]) -> None:
         deadline = time.monotonic() + self.config.bootstrap_timeout
-        while any(n.endpoint is None for n in self._nodes):
-            for node in self._nodes:
+        while any(n.endpoint is None for n in nodes):
+            for node in nodes:
                 if node.endpoint is None and node.process.poll() is not None:
                     time.sleep(0.1)  # let the follower read the last lines
                     tail = node.log_path.read_text(errors="replace").strip().splitlines()[-15:]
-                    self.terminate([])
                     raise ProvisioningError(
                         f"local node {node.index} failed to start (bootstrap exited with status "
                         f"{node.process.returncode}):\n" + "\n".join(tail)
                     )
             if time.monotonic() > deadline:
-                self.terminate([])
                 raise ProvisioningError(
                     f"local nodes did not start within bootstrap_timeout={self.config.bootstrap_timeout:g} s"
                 )
             time.sleep(0.005)
-        handles = []
-        for node in self._nodes:
-            instance_id = f"local-{spec.pool_id}-{node.index}"
-            assert node.endpoint is not None
-            handles.append(
-                NodeHandle(
-                    node=node.index,
-                    instance_id=instance_id,
-                    endpoint=node.endpoint,
-                    instance_type="local",
-                    ip="127.0.0.1",
-                    private_ip="127.0.0.1",
-                )
-            )
-        return handles
 
-    def _follow(self, node: _LocalNode, instance_id: str, emit: EventSink, progress: Any) -> None:
+    def _follow(self, node: _LocalNode, emit: EventSink, progress: Any) -> None:
         """Reads a node's stdout: bootstrap steps, then the agent's ready line."""
         assert node.process.stdout is not None
         for raw in node.process.stdout:
             line = raw.decode(errors="replace").strip()
             if line.startswith(STEP_MARKER):
-                emit(progress(instance_id=instance_id, step=line[len(STEP_MARKER) :].strip()))
+                emit(progress(instance_id=node.instance_id, step=line[len(STEP_MARKER) :].strip()))
             elif line.startswith(READY_MARKER):
                 node.endpoint = line[len(READY_MARKER) :].strip()
 
+    def remove_nodes(self, nodes: Sequence[NodeHandle]) -> None:
+        """Stop exactly these nodes' process trees (SIGTERM, SIGKILL after STOP_GRACE s);
+        one already gone is not an error."""
+        wanted = {n.instance_id for n in nodes}
+        with self._lock:
+            chosen = [n for n in self._nodes if n.instance_id in wanted]
+        self._stop(chosen)
+
+    def gone(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
+        """The NodeWatch ability: those of ``nodes`` whose process exited (or that were
+        removed), with the exit status."""
+        with self._lock:
+            running = {n.instance_id: n for n in self._nodes}
+        found: dict[str, str] = {}
+        for handle in nodes:
+            node = running.get(handle.instance_id)
+            if node is None:
+                found[handle.instance_id] = "the node was removed (its processes were stopped)"
+            elif (status := node.process.poll()) is not None:
+                how = f"killed by signal {-status}" if status < 0 else f"exited with status {status}"
+                found[handle.instance_id] = f"the local node's process {how}"
+        return found
+
     def terminate(self, nodes: Sequence[NodeHandle]) -> None:
-        """Stop every node process tree: SIGTERM, then SIGKILL after 5 s."""
-        for node in self._nodes:
+        """Stop these nodes, or every node when given none or all of them (the pool's
+        stop): SIGTERM, then SIGKILL after STOP_GRACE s."""
+        wanted = {n.instance_id for n in nodes}
+        with self._lock:
+            running = list(self._nodes)
+        if wanted and not {n.instance_id for n in running} <= wanted:
+            running = [n for n in running if n.instance_id in wanted]
+        self._stop(running)
+
+    def _stop(self, nodes: Sequence[_LocalNode]) -> None:
+        """Stop these nodes' process groups together, and forget them."""
+        for node in nodes:
             _signal_group(node.process, signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        for node in self._nodes:
+        deadline = time.monotonic() + STOP_GRACE
+        for node in nodes:
             try:
                 node.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -236,8 +347,15 @@ class LocalDriver(Provider[Local]):
                 node.process.wait()
             # workers die with their agent (PDEATHSIG); make sure of stragglers
             _signal_group(node.process, signal.SIGKILL)
+        with self._lock:
+            self._nodes = [n for n in self._nodes if n not in nodes]
 
     def teardown(self) -> None:
+        """Stop any node still running (one the pool never took in, say), then remove the
+        run directory."""
+        with self._lock:
+            left = list(self._nodes)
+        self._stop(left)
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from skyward.image import Image
+from skyward.scaling import Nodes
 
 if TYPE_CHECKING:
     from skyward.accelerators.spec import Accelerator
@@ -38,6 +39,13 @@ class PoolSpec:
     partitions: int = 1
     max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
     pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
+    scaling: Nodes | None = None  # how far the pool may grow and shrink; None: ``nodes``, fixed
+
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes the pool may have at once (what a provider's capacity checks hold
+        against): ``scaling.ceiling``, or ``nodes`` for a fixed pool."""
+        return self.scaling.ceiling if self.scaling is not None else self.nodes
 
     @property
     def workers_per_node(self) -> int:

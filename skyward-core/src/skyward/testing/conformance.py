@@ -18,6 +18,15 @@ rule from everywhere, and every node's agent refusing a client without the pool'
 keys, which is what protects a provider without a firewall), no credential in any
 user-data or event, and spot mapping where the provider has a market.
 
+:class:`ElasticConformance` (which ``ProviderConformance`` includes) checks the two
+abilities of a pool whose nodes come and go, for a provider that declares them
+(``ElasticNodes``, ``NodeWatch``): a node added at the next index whose agent answers the
+handshake with its own key and identity, one node removed while the others keep
+answering and running work, a node replaced (removed, then added at its index), and
+``gone()`` reporting a node that was deleted. It needs only ``config()`` and
+``leftovers()`` of the ``cloud`` fixture, so a provider without a cloud API to inspect
+(processes on this machine) runs it alone.
+
 Every test is marked ``cloud``: the kit's pytest plugin runs it only inside an isolated
 network namespace (only loopback up), because an emulated cloud hands out addresses that
 must never be dialled for real. Run them with
@@ -31,13 +40,15 @@ check, so a forgotten answer is never a silent pass.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import pytest
+import zmq
 
 import skyward
 from skyward.api.compute import compute
@@ -54,8 +65,12 @@ from skyward.events import (
     PoolStopping,
 )
 from skyward.providers.cloud.naming import PoolMark
+from skyward.providers.protocol import ElasticNodes, NodeHandle, NodeWatch
 from skyward.providers.settings import ProviderSettings
+from skyward.scaling import Nodes
 from skyward.testing.probes import open_endpoint_problem
+from skyward.transport import handshake
+from skyward.transport.security import configure_client
 
 EVERYWHERE = frozenset({"0.0.0.0/0", "::/0", "0.0.0.0", "::"})
 
@@ -179,8 +194,163 @@ def wait_for(done: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
+@runtime_checkable
+class ProviderUnderTest(Protocol):
+    """What :class:`ElasticConformance` needs of a provider: a config and what is left."""
+
+    def config(self, **overrides: object) -> ProviderSettings: ...
+
+    def leftovers(self) -> Mapping[str, Sequence[str]]: ...
+
+
+class ElasticPool:
+    """An open pool's provider, driven by hand: nodes added and removed as an elastic
+    pool does (the provider's ``add_nodes``/``remove_nodes``, the client's
+    ``remove_node``), and each new agent's handshake made here, with the key and identity
+    the pool's user-data gave that node, so what is checked is the provider's part alone."""
+
+    def __init__(self, pool: skyward.ComputePool, events: list[object]) -> None:
+        driver = pool._driver
+        if not isinstance(driver, ElasticNodes):
+            pytest.fail(f"the {pool.provider_name} provider is not ElasticNodes (add_nodes, remove_nodes)", False)
+        launcher = pool._launcher
+        self.pool, self.driver, self.events = pool, driver, events
+        self.user_data = launcher.user_data
+        self.timeout = float(launcher.candidate.settings.bootstrap_timeout)
+
+    def add(self, index: int) -> NodeHandle:
+        """A node at ``index`` (a fresh key first, as a replacement gets), once its agent
+        answered the handshake as node ``index`` of this pool."""
+        self.pool._keys.renew(index)
+        spec = self.pool.spec
+        if spec.max_nodes <= index:  # the pool's own spec says how far it may grow, once it does
+            spec = dataclasses.replace(spec, scaling=Nodes(desired=spec.nodes, max=index + 1))
+        (handle,) = self.driver.add_nodes(spec, [index], self.user_data, self.events.append)
+        assert handle.node == index, handle
+        info = self.hello(handle)
+        assert info["node"] == index and info["pool_id"] == self.pool.spec.pool_id, info
+        return handle
+
+    def hello(self, handle: NodeHandle) -> dict[str, Any]:
+        """The agent's INFO for ``handle``: the pool's handshake, wheels and identity check
+        included (``NodeIdentityError`` when another node's agent answers)."""
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        try:
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            if handle.endpoint.startswith("tcp://"):
+                keys = self.pool._keys
+                configure_client(sock, keys.node(handle.node).public, keys.client)
+            sock.connect(handle.endpoint)
+            expected = self.user_data.identity(handle.node)
+
+            def describe(_silent: list[int]) -> str:
+                return (
+                    f"node {handle.node} ({handle.endpoint}) added to the pool did not answer within {self.timeout:g} s"
+                )
+
+            (info,) = handshake.hello(
+                [sock], describe, self.timeout, wheels=self.pool._launcher.wheels, expected=[expected]
+            )
+            return info
+        finally:
+            context.destroy(linger=0)
+
+    def remove(self, handle: NodeHandle) -> None:
+        """Node ``handle.node`` leaves: the client forgets it, the provider deletes it."""
+        client = self.pool._client
+        assert client is not None
+        client.remove_node(handle.node, timeout=5.0)
+        self.driver.remove_nodes([handle])
+
+    def gone(self, nodes: Sequence[NodeHandle], timeout: float = 60.0) -> dict[str, str]:
+        """``gone(nodes)`` once it reports every one of them, or its last answer."""
+        driver = self.driver
+        if not isinstance(driver, NodeWatch):
+            pytest.fail(f"the {self.pool.provider_name} provider is not NodeWatch (gone)", False)
+        found = driver.gone(nodes)
+        deadline = time.monotonic() + timeout
+        while set(found) != {n.instance_id for n in nodes} and time.monotonic() < deadline:
+            time.sleep(min(driver.node_poll_interval, 0.5))
+            found = driver.gone(nodes)
+        return found
+
+
+def _nodes_answering(pool: skyward.ComputePool) -> list[int]:
+    """The node of each worker that runs ``@`` (every live one), after a gather ran."""
+    many = skyward.gather(*(_where(x) for x in range(4))) >> pool
+    assert [r for r, _ in many] == [x * x for x in range(4)]
+    return sorted({node for _, node in _where(2) @ pool})
+
+
+class ElasticConformance:
+    """Nodes that come and go (see the module); ``ProviderConformance`` includes it, and
+    a provider without a cloud API subclasses it alone, its ``cloud`` fixture returning a
+    :class:`ProviderUnderTest`."""
+
+    nodes = 2
+
+    def _elastic(self, cloud: ProviderUnderTest, events: list[object]) -> skyward.ComputePool:
+        # on-demand: a spot node deleted here would be seen as reclaimed, and the pool's own
+        # replacement (Spot.Always, AWS's default) would race the one the test makes
+        return skyward.ComputePool(
+            provider=cloud.config(), nodes=self.nodes, display="quiet", on_event=events.append, spot="never"
+        )
+
+    def test_a_node_added_at_the_next_index_answers_as_that_node(self, cloud: ProviderUnderTest) -> None:
+        events: list[object] = []
+        with self._elastic(cloud, events) as pool:
+            elastic = ElasticPool(pool, events)
+            before = {n.instance_id for n in pool.nodes}
+            added = elastic.add(self.nodes)
+            assert added.instance_id not in before and added.endpoint not in {n.endpoint for n in pool.nodes}
+            mine = [e for e in events if getattr(e, "instance_id", None) == added.instance_id]
+            assert [type(e) for e in mine][:1] == [InstanceProvisioned], mine
+            assert elastic.gone([*pool.nodes, added], timeout=0) == {}, "a running node is reported gone"
+            assert _nodes_answering(pool) == list(range(self.nodes))  # the first nodes go on
+        # the pool's stop removes a node added later too
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
+
+    def test_a_removed_node_is_gone_and_the_others_keep_running(self, cloud: ProviderUnderTest) -> None:
+        events: list[object] = []
+        with self._elastic(cloud, events) as pool:
+            elastic = ElasticPool(pool, events)
+            *kept, last = pool.nodes
+            elastic.remove(last)
+            assert set(elastic.gone([last])) == {last.instance_id}
+            assert elastic.gone(kept, timeout=0) == {}, "remove_nodes took more than it was given"
+            assert _nodes_answering(pool) == [n.node for n in kept]
+            elastic.driver.remove_nodes([last])  # again: a node already gone is not an error
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
+
+    def test_a_replaced_node_answers_at_its_index_with_a_new_instance(self, cloud: ProviderUnderTest) -> None:
+        events: list[object] = []
+        with self._elastic(cloud, events) as pool:
+            elastic = ElasticPool(pool, events)
+            old = pool.nodes[-1]
+            elastic.remove(old)
+            new = elastic.add(old.node)
+            assert new.instance_id != old.instance_id
+            assert set(elastic.gone([old])) == {old.instance_id}
+            assert elastic.gone([new], timeout=0) == {}
+            assert _nodes_answering(pool) == [n.node for n in pool.nodes[:-1]]
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
+
+    def test_gone_names_a_deleted_node_and_only_it(self, cloud: ProviderUnderTest) -> None:
+        events: list[object] = []
+        with self._elastic(cloud, events) as pool:
+            elastic = ElasticPool(pool, events)
+            first, *others = pool.nodes
+            elastic.remove(first)
+            found = elastic.gone(pool.nodes)
+            assert set(found) == {first.instance_id}, found
+            assert found[first.instance_id].strip(), "gone() must say why"
+            assert _nodes_answering(pool) == [n.node for n in others]
+        assert wait_for(lambda: not cloud.leftovers(), timeout=30), cloud.leftovers()
+
+
 @pytest.mark.cloud
-class ProviderConformance:
+class ProviderConformance(ElasticConformance):
     """The suite; subclass it and provide the ``cloud`` fixture (see the module)."""
 
     nodes = 2

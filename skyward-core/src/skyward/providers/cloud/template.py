@@ -12,8 +12,13 @@ answer may have made, remove the infrastructure. The pool then waits for the age
 (``bootstrap_timeout``) and says ``BootstrapCompleted``; if they do not answer it calls
 ``terminate`` and ``teardown``, so a bootstrap timeout cleans up like any other failure.
 
+While the pool runs (the ElasticNodes and NodeWatch abilities): ``add_nodes`` is
+``launch`` for a few new indices (the same offer, labels and infrastructure; a failure
+deletes only what it created), ``remove_nodes`` is ``terminate`` for exactly those nodes,
+and ``gone`` is one describe call naming the nodes stopped or gone.
+
 :class:`SpotCloudProvider` adds what a cloud with a spot market can do: a default
-strategy, replacing a reclaimed node (``Spot.Always``) and noticing, by describing its
+strategy, replacing a reclaimed node (``Spot.Always``: remove it, add one at its index) and noticing, by describing its
 spot instances, one the provider stopped or deleted without warning.
 
 A driver implements ``choose_offer``, ``create``, ``describe`` and ``delete``; the rest
@@ -152,9 +157,10 @@ class CloudProvider(Provider[CS]):
     One class past 300 lines on purpose: it is the template a driver subclasses, and a
     driver overrides only its API's verbs (offers, create, describe, delete, optional
     infrastructure); the orchestration those verbs plug into (parallel creates, one poll
-    for every node, handles, clean-up on any failure, verified deletes, teardown) has to
-    see them all. What needs none of a driver's state is already a module of its own
-    (naming, retry, sizing, addresses, startup, removal, reaping)."""
+    for every node, handles, clean-up on any failure, verified deletes, teardown, and the
+    same for nodes added, removed and watched while the pool runs) has to see them all.
+    What needs none of a driver's state is already a module of its own (naming, retry,
+    sizing, addresses, startup, removal, reaping)."""
 
     instance_noun = "instance"  # "droplet": in messages
     running_word = "running"  # "active": in messages
@@ -175,7 +181,8 @@ class CloudProvider(Provider[CS]):
         self._lock = threading.Lock()
         self._offer: ChosenOffer | None = None
         self._labels: Labels | None = None
-        self._plans: list[NodePlan] = []
+        self._plans: list[NodePlan] = []  # the nodes started by launch, by index
+        self._strategy: SpotStrategy | None = None  # what plans a node added later
         self._created: dict[str, str] = {}  # id -> name: everything this driver created
         self._deleted: set[str] = set()
         self._creating = False  # a create was sent: teardown must sweep for lost answers
@@ -317,9 +324,11 @@ class CloudProvider(Provider[CS]):
         config = self.config
         if config.reap:
             self.reap(spec, emit)
-        self._plans = plan_markets(self.strategy(spec), spec.nodes)
+        self._strategy = self.strategy(spec)
+        self._plans = plan_markets(self._strategy, spec.nodes)
         offer = self.choose_offer(spec, self._plans, emit)
         if not offer.spot_available and any(p.market is Market.SPOT and p.fallback for p in self._plans):
+            self._strategy = SpotNever()  # nodes added later too
             self._plans = [replace(p, market=Market.ON_DEMAND, fallback=False) for p in self._plans]
             emit(
                 Notice(
@@ -327,8 +336,11 @@ class CloudProvider(Provider[CS]):
                     "running on-demand"
                 )
             )
-        hourly = pool_hourly([p.market for p in self._plans], offer.price_on_demand, offer.price_spot)
-        check_price_cap(spec.max_hourly_cost, hourly, f"{offer.instance_type} in {offer.region}")
+        # an elastic pool is held to its cap at its largest (spec.max_nodes), before anything is made
+        markets = [self.plan_for(n).market for n in range(spec.max_nodes)]
+        hourly = pool_hourly(markets, offer.price_on_demand, offer.price_spot)
+        largest = f" x {spec.max_nodes} nodes (sky.Nodes(max=...))" if spec.max_nodes > spec.nodes else ""
+        check_price_cap(spec.max_hourly_cost, hourly, f"{offer.instance_type} in {offer.region}{largest}")
         self._offer = offer
         self._labels = Labels(
             pool_id=spec.pool_id,
@@ -338,6 +350,16 @@ class CloudProvider(Provider[CS]):
         )
         self.create_infrastructure(spec, offer, self._labels, emit)
         return offer.region
+
+    def plan_for(self, node: int) -> NodePlan:
+        """Node ``node``'s spot plan: ``launch``'s for the nodes it started (a node started
+        again at that index, a replacement, keeps it); for an index past them, what the
+        strategy plans for the last of ``node + 1`` nodes. So a pool that grows keeps its
+        strategy's promise: ``Spot.Percent(p)``'s "at least p of the nodes on spot" holds at
+        every size, since the nodes it adds are spot (as the last ones of a launch are)."""
+        if node < len(self._plans):
+            return self._plans[node]
+        return plan_markets(self._strategy, node + 1)[node]
 
     def _request(self, spec: PoolSpec, plan: NodePlan, user_data: UserDataFactory) -> NodeRequest:
         assert self._labels is not None
@@ -363,12 +385,65 @@ class CloudProvider(Provider[CS]):
             self._delete_created()
             raise
 
+    def add_nodes(
+        self, spec: PoolSpec, indices: Sequence[int], user_data: UserDataFactory, emit: EventSink
+    ) -> list[NodeHandle]:
+        """The ElasticNodes ability: ``launch`` for a few nodes while the others run, with
+        the pool's offer, labels (its expiry among them) and infrastructure, and each
+        index's spot plan (:meth:`plan_for`). On failure what this call created is deleted
+        (and nothing else), and the error is the kind ``launch`` raises. Each node's
+        ``InstanceProvisioned`` and ``BootstrapStarting`` are said as at start; no
+        ``InstanceLaunching``, which counts the pool's start (the pool says what it added)."""
+        offer = self._offer
+        assert offer is not None, "prepare() first"
+        if not indices:
+            return []
+        started: list[_Started] = []
+        try:
+            requests = [(plan, self._request(spec, plan, user_data)) for plan in map(self.plan_for, indices)]
+            started = self._create_all(spec, requests, emit)
+            handles = {h.node: h for h in self._await_running(started, emit)}
+            return [handles[i] for i in indices]
+        except BaseException:
+            self._delete_created(only=[s.instance_id for s in started])
+            raise
+
+    def remove_nodes(self, nodes: Sequence[NodeHandle]) -> None:
+        """The ElasticNodes ability: delete exactly these nodes, verified as ``terminate``
+        verifies (one already gone is not an error)."""
+        if not nodes:
+            return
+        with self._lock:
+            for node in nodes:
+                self._created.setdefault(node.instance_id, node.instance_id)
+        self._raise_if_left(self._delete_created(only=[n.instance_id for n in nodes]))
+
+    @property
+    def node_poll_interval(self) -> float:
+        """The NodeWatch ability: how often the pool asks :meth:`gone` (one describe call)."""
+        return self.config.poll_interval
+
+    def gone(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
+        """The NodeWatch ability: those of ``nodes`` the cloud lists as gone or stopped
+        (deleted, terminated, failed, powered off), from one describe call."""
+        return self._not_running(nodes, f"the {self.instance_noun}")
+
+    def _not_running(self, nodes: Sequence[NodeHandle], what: str) -> dict[str, str]:
+        described = self.describe([n.instance_id for n in nodes])
+        found: dict[str, str] = {}
+        for node in nodes:
+            instance = described.get(node.instance_id)
+            if instance is None or instance.state in (InstanceState.GONE, InstanceState.STOPPED):
+                status = instance.status if instance is not None and instance.status else "gone"
+                found[node.instance_id] = f"{self.name} says {what} is {status}"
+        return found
+
     def _create_all(
         self, spec: PoolSpec, requests: Sequence[tuple[NodePlan, NodeRequest]], emit: EventSink
     ) -> list[_Started]:
         """Every create in parallel (at most CREATE_CONCURRENCY at once); when any fails,
         the first failure in node order is raised after every create has returned, so
-        what the others made is known and deleted."""
+        what the others made is known and deleted (those, and no node created before)."""
         results: list[_Started | Exception] = []
         with ThreadPoolExecutor(max_workers=min(len(requests), CREATE_CONCURRENCY) or 1) as pool:
             futures = [pool.submit(self._create_one, spec, plan, request, emit) for plan, request in requests]
@@ -380,8 +455,9 @@ class CloudProvider(Provider[CS]):
         failures = [(r, plan) for r, (plan, _) in zip(results, requests, strict=True) if isinstance(r, Exception)]
         if failures:
             first, plan = failures[0]
-            created = sum(1 for r in results if not isinstance(r, Exception))
-            self._delete_created()
+            made = [r.instance_id for r in results if isinstance(r, _Started)]
+            self._delete_created(only=made)
+            created = len(made)
             explained = self.explain_create_failure(first, plan.market, created, len(requests))
             if self.is_capacity_refusal(first) and not isinstance(explained, UnavailableError):
                 explained = CapacityError(str(explained))  # a pool with other candidates moves on
@@ -533,7 +609,9 @@ class CloudProvider(Provider[CS]):
         with self._lock:
             for node in nodes:
                 self._created.setdefault(node.instance_id, node.instance_id)
-        failures = self._delete_created()
+        self._raise_if_left(self._delete_created())
+
+    def _raise_if_left(self, failures: Sequence[str]) -> None:
         if failures:
             with self._lock:
                 left = [i for i in self._created if i not in self._deleted]
@@ -582,34 +660,18 @@ class SpotCloudProvider(CloudProvider[CS]):
         return self.config.poll_interval
 
     def reclaimed(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
-        described = self.describe([n.instance_id for n in nodes])
-        gone: dict[str, str] = {}
-        for node in nodes:
-            instance = described.get(node.instance_id)
-            if instance is None or instance.state in (InstanceState.GONE, InstanceState.STOPPED):
-                status = instance.status if instance is not None and instance.status else "gone"
-                gone[node.instance_id] = (
-                    f"{self.name} took this spot {self.instance_noun} away without notice (it is {status})"
-                )
-        return gone
+        found = self._not_running(nodes, f"this spot {self.instance_noun}")
+        return {i: f"{why}: taken away without notice" for i, why in found.items()}
 
     def replaces_interrupted(self, spec: PoolSpec) -> bool:
         return isinstance(self.strategy(spec), SpotAlways)
 
     def replace(self, spec: PoolSpec, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
-        """A new instance for node ``handle.node``, on the same spot plan; the old one is
-        deleted first (a stopped spot instance may still bill its disk)."""
-        plan = self._plans[handle.node]
-        with self._lock:
-            known = handle.instance_id in self._created
-        if known:
-            self._delete_created(only=[handle.instance_id])
-        started = self._create_one(spec, plan, self._request(spec, plan, user_data), emit)
-        try:
-            return self._await_running([started], emit)[0]
-        except BaseException:
-            self._delete_created(only=[started.instance_id])
-            raise
+        """A new instance for node ``handle.node``, on the same spot plan: the old one
+        removed first (a stopped spot instance may still bill its disk), then one added at
+        its index (ElasticNodes: the pool replaces a node lost for any reason the same way)."""
+        self.remove_nodes([handle])
+        return self.add_nodes(spec, [handle.node], user_data, emit)[0]
 
 
 class PortMappedCloudProvider(CloudProvider[CS]):
