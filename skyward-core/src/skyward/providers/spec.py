@@ -17,6 +17,7 @@ from skyward.image import Image
 
 if TYPE_CHECKING:
     from skyward.accelerators.spec import Accelerator
+    from skyward.scaling import Nodes
     from skyward.spot import SpotStrategy
 
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 class PoolSpec:
     provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
     image: Image
-    nodes: int = 1
+    nodes: int = 1  # launched at start: the desired count (0 for a pool born empty)
     machine: str | None = None
     accelerator: Accelerator | None = None
     cpu: int | None = None
@@ -38,6 +39,13 @@ class PoolSpec:
     partitions: int = 1
     max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
     pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
+    scaling: Nodes | None = None  # how far the pool may change size; None: ``nodes`` fixed
+
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes the pool may have at once (``nodes`` for a fixed pool): what a
+        provider checks its capacity against."""
+        return self.nodes if self.scaling is None else self.scaling.ceiling
 
     @property
     def workers_per_node(self) -> int:
