@@ -109,4 +109,4 @@ def desired_nodes(
     if idle_long == 0:
         return current
     busy_floor = -(-demand.running // max(demand.slots_per_node, 1))
-    return max(bounds.floor, busy_floor, current - idle_long)
+    return min(current, max(bounds.floor, busy_floor, current - idle_long))  # a shrink never grows

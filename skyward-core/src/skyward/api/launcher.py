@@ -86,7 +86,7 @@ def elastic_rules(provider_name: str, driver: ProviderDriver, spec: PoolSpec) ->
     if scaling is None or not scaling.elastic or isinstance(driver, ElasticNodes):
         return
     raise ConfigurationError(
-        f"ComputePool(nodes={scaling!s}): the {provider_name} provider cannot add or remove nodes of a running pool "
+        f"ComputePool(nodes={scaling!r}): the {provider_name} provider cannot add or remove nodes of a running pool "
         f"(it has no ElasticNodes ability); use a fixed size such as nodes={scaling.desired or 1}, or a provider "
         "that scales (Local, AWS and the cloud template's providers do)"
     )

@@ -153,7 +153,9 @@ class NodeChanges:
         for handle in handles:
             fleet.emit(NodeRemoved(node=handle.node, instance_id=handle.instance_id, reason=reason))
 
-    def forget_lost(self, index: int, handle: NodeHandle, reason: NodeChange, replace: bool) -> bool:
+    def forget_lost(
+        self, index: int, handle: NodeHandle, reason: NodeChange, replace: bool, drain_timeout: float = 0.0
+    ) -> bool:
         """A node was lost (or its spot instance reclaimed): the client forgets it, the
         provider deletes it, and, when ``replace``, its index is reserved again for the
         replacement in the same step (the scaler never sees a gap to fill twice).
@@ -171,7 +173,7 @@ class NodeChanges:
         link = fleet.link
         if link is not None:
             try:
-                link.remove_node(index, 0.0)  # its tasks were re-run or failed when it was declared lost
+                link.remove_node(index, drain_timeout)  # a lost node's tasks were re-run when it was declared lost
             except ConfigurationError:
                 pass  # the client had forgotten it already
         self._delete([handle])

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from skyward.api.autoscale import AutoscaleSettings, Demand, desired_nodes
 from skyward.api.fleet import Fleet
-from skyward.api.node_changes import NodeChanges
+from skyward.api.node_changes import DRAIN_TIMEOUT, NodeChanges
 from skyward.errors import ConfigurationError
 from skyward.events import NodeChange, Notice, PoolResized
 from skyward.providers.protocol import ElasticNodes, NodeHandle, NodeWatch
@@ -68,8 +68,10 @@ class Scaler:
         bounds: Nodes,
         settings: AutoscaleSettings,
         clock: Callable[[], float] = time.monotonic,
+        spawn: Callable[[Callable[[], None], str], None] | None = None,
     ) -> None:
         self._fleet = fleet
+        self._spawn = spawn or _spawn  # where a healing runs (tests run it in place)
         self._changes = changes  # None: the provider cannot add or remove nodes
         self._bounds = bounds
         self._settings = settings
@@ -179,6 +181,11 @@ class Scaler:
     def resize(self, count: int) -> None:
         """Set the desired count to ``count`` (within the bounds); the scaler gets there."""
         bounds = self._bounds
+        if not bounds.elastic:
+            raise ConfigurationError(
+                f"pool.resize({count!r}): this pool is fixed at {bounds.desired} nodes; make it elastic to resize "
+                f"it, e.g. ComputePool(nodes=({bounds.desired}, {bounds.desired * 2})) or sky.Nodes(desired, max=...)"
+            )
         if isinstance(count, bool) or not isinstance(count, int) or not bounds.floor <= count <= bounds.ceiling:
             raise ConfigurationError(
                 f"pool.resize({count!r}): must be an integer from {bounds.floor} to {bounds.ceiling}, the pool's "
@@ -207,15 +214,11 @@ class Scaler:
         if not state.has(index):
             return
         handle = state.member(index).handle
-        threading.Thread(
-            target=self._heal, args=(index, handle, reason, "lost"), name=f"skyward-heal-{index}", daemon=True
-        ).start()
+        self._spawn(lambda: self._heal(index, handle, reason, "lost"), f"skyward-heal-{index}")
 
     def _interrupted(self, index: int, handle: NodeHandle, reason: str) -> None:
         """A spot node got its notice (drained already): removed and replaced."""
-        threading.Thread(
-            target=self._heal, args=(index, handle, reason, "reclaimed"), name=f"skyward-heal-{index}", daemon=True
-        ).start()
+        self._spawn(lambda: self._heal(index, handle, reason, "reclaimed"), f"skyward-heal-{index}")
 
     def _heal(self, index: int, handle: NodeHandle, why: str, kind: NodeChange) -> None:
         fleet = self._fleet
@@ -224,18 +227,15 @@ class Scaler:
         if not first:
             return
         if changes is None:
-            if self._settings.replace_lost:
-                fleet.emit(
-                    Notice(
-                        message=f"node {index} was lost ({why}); the {fleet.driver.name} provider cannot replace "
-                        "nodes (no ElasticNodes ability), so the pool goes on with one node fewer"
-                    )
-                )
-            return
+            return  # said once when the pool opened; the node stays a member until the pool stops
         replace = self._settings.replace_lost and fleet.active()
-        if not changes.forget_lost(index, handle, kind, replace):
+        drain = DRAIN_TIMEOUT if kind == "reclaimed" else 0.0  # a notice leaves its running tasks time
+        if not changes.forget_lost(index, handle, kind, replace, drain):
             return
         if not replace:
+            if not self._bounds.elastic:
+                with self._lock:  # a fixed pool goes on with one node fewer, not a new one
+                    self._desired = max(self._desired - 1, 0)
             if not fleet.state.live and not fleet.state.joining and fleet.link is not None:
                 fleet.link.fail_waiting(f"node {index} was lost ({why}) and the pool replaces no lost node")
             return
@@ -269,3 +269,7 @@ class Scaler:
                     self._fleet.on_interruption(handle.node, handle, why)
                 elif self._fleet.link is not None:
                     self._fleet.link.fail_node(handle.node, why)
+
+
+def _spawn(run: Callable[[], None], name: str) -> None:
+    threading.Thread(target=run, name=name, daemon=True).start()
