@@ -250,7 +250,7 @@ def test_view_of_a_resized_pool_shows_its_ready_and_desired_node_counts() -> Non
 
 
 def test_tasks_waiting_on_a_pool_at_zero_nodes_say_why() -> None:
-    start = [InstanceLaunching(count=0, instance_type="t", provider="aws"), PoolStarted()]
+    start: list[SkywardEvent] = [InstanceLaunching(count=0, instance_type="t", provider="aws"), PoolStarted()]
     waiting = fold([*start, PoolResized(desired=0, current=0, reason="scale-down"), TaskProgress(0, 4, 0)])
     assert "4 tasks wait: the pool is at 0 nodes and scales up" in as_text(waiting)
     healing = fold([*RUNNING, NodeRemoved(0, "i-aaa", "lost"), NodeRemoved(1, "i-bbb", "lost")])

@@ -12,6 +12,7 @@ from typing import TypeVar, cast
 import cloudpickle
 import pytest
 
+from skyward.api import failover
 from skyward.api.autoscale import AutoscaleSettings
 from skyward.api.fleet import Fleet
 from skyward.api.fleet_state import FleetState
@@ -19,7 +20,13 @@ from skyward.api.launcher import elastic_rules
 from skyward.api.node_changes import DRAIN_TIMEOUT, NodeChanges, open_when_ready
 from skyward.api.scaler import Scaler, client_healing
 from skyward.api.spec import PoolSpec
-from skyward.errors import BootstrapTimeoutError, CapacityError, ConfigurationError, VersionMismatchError
+from skyward.errors import (
+    BootstrapTimeoutError,
+    CapacityError,
+    ConfigurationError,
+    ProvisioningError,
+    VersionMismatchError,
+)
 from skyward.events import (
     BootstrapCompleted,
     Error,
@@ -441,6 +448,12 @@ def test_a_start_with_too_few_nodes_answering_is_a_failover_reason() -> None:
     with pytest.raises(BootstrapTimeoutError, match="1 of the 2 nodes launched answered"):
         open_when_ready(pool.fleet, NodeChanges(pool.fleet, pool.driver), handles, ready=2)
     assert [h.node for h in pool.driver.removed] == [1]
+
+
+def test_a_node_silent_past_the_bootstrap_timeout_moves_the_start_on_and_a_failed_bootstrap_does_not() -> None:
+    silent = BootstrapTimeoutError("node 1 did not answer within 600 s of starting")
+    assert failover.moves_on(silent) is silent and silent.reason == "bootstrap timeout"
+    assert failover.moves_on(ProvisioningError("bootstrap failed at step deps: no such package")) is None
 
 
 def test_each_node_is_billed_for_exactly_the_time_it_lived() -> None:
