@@ -251,11 +251,25 @@ def test_queued_work_grows_the_pool_by_what_the_queue_needs_through_the_provider
     assert len(_of(pool.events, BootstrapCompleted)) == 3
 
 
+def test_a_pool_born_empty_starts_a_node_for_its_first_task_at_once() -> None:
+    pool = _pool(Nodes(desired=0, max=8))
+    pool.link.load_now = _Load(queued=1)
+    pool.scaler.tick()  # right after the start: the first decision waits for no cooldown
+    assert pool.driver.added == [[0]] and pool.fleet.state.indices == (0,)
+
+
 def test_the_pool_does_not_grow_again_inside_the_cooldown() -> None:
     pool = _pool(Nodes(desired=1, max=8))
-    pool.link.load_now = _Load(queued=6)
-    pool.scaler.tick()  # the pool just started: inside its first cooldown
-    assert pool.driver.added == [] and pool.scaler.desired == 1
+    pool.link.load_now = _Load(queued=4)  # 2 slots a node: 2 nodes
+    pool.scaler.tick()
+    assert pool.scaler.desired == 2
+    pool.clock.now += 29
+    pool.link.load_now = _Load(queued=10, running=4)
+    pool.scaler.tick()
+    assert pool.scaler.desired == 2 and pool.driver.added == [[1]]
+    pool.clock.now += 2
+    pool.scaler.tick()
+    assert pool.scaler.desired == 7
 
 
 def test_a_node_that_does_not_answer_is_removed_and_the_others_join() -> None:

@@ -78,7 +78,8 @@ class Scaler:
         self._clock = clock
         self._lock = threading.Lock()
         self._desired = bounds.desired
-        self._changed_at = clock()
+        # the first decision is free: a pool born empty starts a node for its first task at once
+        self._changed_at = clock() - settings.cooldown
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
