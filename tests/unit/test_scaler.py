@@ -24,6 +24,7 @@ from skyward.errors import (
     BootstrapTimeoutError,
     CapacityError,
     ConfigurationError,
+    PoolClosedError,
     ProvisioningError,
     VersionMismatchError,
 )
@@ -485,6 +486,26 @@ def test_each_node_is_billed_for_exactly_the_time_it_lived() -> None:
     assert final.total_cost == pytest.approx(0.5)  # 50 s of node 1, nothing after its removal
     assert final.total_seconds == pytest.approx(1150.0)
     assert (final.provider, final.region) == ("fake", "here")
+
+
+def test_nodes_that_finish_starting_after_the_pool_stopped_are_deleted_not_left_running() -> None:
+    pool = _pool(Nodes(desired=1, max=4))
+    started: list[NodeHandle] = []
+    add = pool.driver.add_nodes
+
+    def slow_add(
+        spec: PoolSpec, indices: Sequence[int], user_data: UserDataFactory, emit: EventSink
+    ) -> list[NodeHandle]:
+        pool.fleet.terminate()  # the pool stops while the provider boots the nodes
+        started.extend(add(spec, indices, user_data, emit))
+        return started
+
+    pool.driver.add_nodes = slow_add  # type: ignore[method-assign]
+    pool.scaler.resize(3)
+    with pytest.raises(PoolClosedError, match="stopped while"):
+        pool.scaler.tick()
+    assert pool.driver.removed == started and len(started) == 2
+    assert not [c for c in pool.link.calls if c[0] == "add"]
 
 
 def test_stopping_terminates_nodes_still_starting_too() -> None:

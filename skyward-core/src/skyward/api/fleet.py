@@ -172,6 +172,7 @@ class Fleet:
         self._started_at = 0.0
         self._timer: threading.Timer | None = None
         self._on_leaving: Callable[[int, NodeHandle, str], None] | None = None
+        self._terminated = False
         self.joined = threading.Condition(self._lock)  # notified when a member joins or a start fails
 
     # -- reading --------------------------------------------------------------------------
@@ -224,6 +225,19 @@ class Fleet:
             self._state, out = change(self._state)
             self.joined.notify_all()
             return out
+
+    def admit(self, handles: Sequence[NodeHandle]) -> bool:
+        """Record nodes the provider just started on reserved indices, billed from now;
+        False, recording nothing, when the fleet was terminated meanwhile (the pool
+        stopped while they booted): whoever started them deletes them."""
+        now = self._now()
+        with self._lock:
+            if self._terminated:
+                return False
+            for handle in handles:
+                self._state = self._state.launched(handle)
+                self._ledger = self._ledger.start(_priced(handle), now)
+            return True
 
     def update(self, change: Callable[[FleetState], FleetState]) -> None:
         """Apply a pure change that returns only the new state."""
@@ -309,7 +323,9 @@ class Fleet:
     def terminate(self) -> None:
         """Terminate every node, those still starting included (``InstanceStopping`` for
         each, then the provider's call), and stop billing them."""
-        handles = self._state.everything
+        with self._lock:
+            self._terminated = True  # a node started from now on is deleted by its starter
+            handles = self._state.everything
         for handle in handles:
             self._emit(InstanceStopping(instance_id=handle.instance_id))
         try:

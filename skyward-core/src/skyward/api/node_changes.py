@@ -25,7 +25,7 @@ import cloudpickle
 
 from skyward.api.fleet import Fleet
 from skyward.api.fleet_state import FleetState
-from skyward.errors import BootstrapTimeoutError, ConfigurationError, VersionMismatchError
+from skyward.errors import BootstrapTimeoutError, ConfigurationError, PoolClosedError, VersionMismatchError
 from skyward.events import Error, InstanceStopping, NodeAdded, NodeChange, NodeRemoved
 from skyward.image import CLIENT_PYTHON
 from skyward.providers.protocol import ElasticNodes, NodeHandle
@@ -80,9 +80,9 @@ class NodeChanges:
             for index in indices:
                 fleet.update(partial(FleetState.abandon, index=index))
             raise
-        for handle in handles:
-            fleet.update(partial(FleetState.launched, handle=handle))
-        fleet.bill(started=handles)
+        if not fleet.admit(handles):
+            self._driver.remove_nodes(list(handles))
+            raise PoolClosedError(f"the pool stopped while node(s) {list(indices)} started; they were deleted")
         return self.adopt(handles, reason)
 
     def adopt(self, handles: Sequence[NodeHandle], reason: NodeChange) -> list[NodeHandle]:
