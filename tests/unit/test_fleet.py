@@ -298,7 +298,21 @@ class _Model:
 
 _OPS = st.lists(
     st.tuples(
-        st.sampled_from(["reserve", "join", "abandon", "drain", "remove", "replace", "finish", "cancel", "interrupt"]),
+        st.sampled_from(
+            [
+                "reserve",
+                "join",
+                "abandon",
+                "drain",
+                "remove",
+                "replace",
+                "finish",
+                "cancel",
+                "interrupt",
+                "launch",
+                "again",
+            ]
+        ),
         st.integers(0, 12),
         st.booleans(),
     ),
@@ -321,6 +335,18 @@ def test_indices_stay_unique_and_the_member_set_consistent_under_any_changes(
             assert index not in model.ever_given  # never given twice
             model.ever_given.add(index)
             model.joining.add(index)
+        elif op == "launch" and model.joining:
+            index = sorted(model.joining)[pick % len(model.joining)]
+            state = state.launched(_handle(index, spot))
+        elif op == "again":
+            departed = sorted(model.ever_given - set(model.members) - model.joining)
+            if departed:
+                index = departed[pick % len(departed)]
+                state = state.reserve_again(index)  # a replacement takes a departed node's index
+                model.joining.add(index)
+            elif model.members:
+                with pytest.raises(ValueError, match="cannot be reserved again"):
+                    state.reserve_again(sorted(model.members)[0])
         elif op in ("join", "abandon") and model.joining:
             index = sorted(model.joining)[pick % len(model.joining)]
             model.joining.discard(index)
@@ -362,3 +388,7 @@ def test_indices_stay_unique_and_the_member_set_consistent_under_any_changes(
         assert state.next_index == max(model.ever_given, default=-1) + 1
         assert set(state.live) <= set(state.handles)
         assert all(h.spot and h.instance_id not in state.interrupted for h in state.unreported_spot())
+        assert {h.node for h in state.starting} <= state.joining  # started, not joined: still reserved
+        assert len({h.node for h in state.starting}) == len(state.starting)
+        assert set(state.handles) | set(state.starting) <= set(state.everything)
+        assert state.size == len(state.live) + len(state.joining)
