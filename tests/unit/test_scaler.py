@@ -342,6 +342,7 @@ def test_resize_within_the_bounds_shrinks_idle_nodes_before_busy_ones() -> None:
     pool.scaler.tick()
     assert _of(pool.events, PoolResized) == [PoolResized(desired=1, current=3, reason="resize")]
     assert [h.node for h in pool.driver.removed] == [0, 2]
+    assert {e.reason for e in _of(pool.events, NodeRemoved)} == {"resize"}
     assert pool.fleet.state.indices == (1,)
 
 

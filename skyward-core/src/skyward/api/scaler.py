@@ -78,6 +78,7 @@ class Scaler:
         self._clock = clock
         self._lock = threading.Lock()
         self._desired = bounds.desired
+        self._reason: NodeChange = "scale-up"  # why the desired count last changed: what NodeAdded/NodeRemoved say
         # the first decision is free: a pool born empty starts a node for its first task at once
         self._changed_at = clock() - settings.cooldown
         self._wake = threading.Event()
@@ -158,9 +159,10 @@ class Scaler:
         assert changes is not None
         state = self._fleet.state
         size, desired = state.size, self._desired
+        why: NodeChange = "resize" if self._reason == "resize" else "scale-up"
         if desired > size:
             try:
-                changes.add(desired - size, "scale-up")
+                changes.add(desired - size, why)
             except Exception as error:
                 self._cannot_grow(str(error))
                 raise
@@ -168,7 +170,7 @@ class Scaler:
             live = sorted((h.node for h in state.live), reverse=True)
             # idle nodes first (highest index first), then busy ones for a resize by hand
             ordered = [i for i in live if i in idle] + [i for i in live if i not in idle]
-            changes.remove(ordered[: size - desired], "scale-down")
+            changes.remove(ordered[: size - desired], "resize" if why == "resize" else "scale-down")
 
     def _cannot_grow(self, why: str) -> None:
         """No node came: tasks waiting for one fail with the reason when the pool has none."""
@@ -203,7 +205,7 @@ class Scaler:
         with self._lock:
             if desired == self._desired:
                 return
-            self._desired, self._changed_at = desired, now
+            self._desired, self._changed_at, self._reason = desired, now, reason
         self._fleet.emit(PoolResized(desired=desired, current=len(self._fleet.state.live), reason=reason))
         self._wake.set()
 
