@@ -15,7 +15,7 @@ from skyward import events as ev
 # union, which lists the events in the order of a pool's life, are the phases.
 OCCASIONAL = (
     ev.Metrics, ev.LogLine, ev.TaskProgress, ev.CostUpdate, ev.Error, ev.InstanceInterrupted, ev.Notice,
-    ev.CandidateFailed,
+    ev.CandidateFailed, ev.NodeAdded, ev.NodeRemoved, ev.PoolResized,
 )  # fmt: skip
 ORDER = tuple(t.__name__ for t in ev.EVENT_TYPES if t not in OCCASIONAL)
 

@@ -21,6 +21,7 @@ from skyward.display import (
     render,
 )
 from skyward.display.formatting import duration, money
+from skyward.display.log import describe
 from skyward.errors import ConfigurationError
 from skyward.events import (
     BootstrapCompleted,
@@ -37,7 +38,10 @@ from skyward.events import (
     InstanceStopping,
     LogLine,
     Metrics,
+    NodeAdded,
+    NodeRemoved,
     Notice,
+    PoolResized,
     PoolStarted,
     PoolStopping,
     SkywardEvent,
@@ -227,6 +231,48 @@ def test_view_while_running_shows_tasks_metrics_and_cost() -> None:
     assert "5 done · 1 failed · 3 running · 9 submitted" in text
     assert "$0.06 so far · $1.81/h · 2 spot, 1 on-demand" in text
     assert "launching" not in text
+
+
+def test_view_of_a_resized_pool_shows_its_ready_and_desired_node_counts() -> None:
+    state = fold(
+        [
+            *RUNNING,
+            PoolResized(desired=5, current=3, reason="scale-up"),
+            InstanceProvisioned("i-ddd", 3, False, "aws", "10.0.0.4", "g5.xlarge", 1.006, None),
+            NodeAdded(3, "i-ddd", "scale-up"),
+            NodeRemoved(1, "i-bbb", "lost"),
+        ]
+    )
+    text = as_text(state)
+    assert "3/5 nodes" in text.splitlines()[0]
+    assert "i-bbb" not in text  # it left the pool
+    assert "ready" in row_of(text, "i-ddd")
+
+
+def test_tasks_waiting_on_a_pool_at_zero_nodes_say_why() -> None:
+    start: list[SkywardEvent] = [InstanceLaunching(count=0, instance_type="t", provider="aws"), PoolStarted()]
+    waiting = fold([*start, PoolResized(desired=0, current=0, reason="scale-down"), TaskProgress(0, 4, 0)])
+    assert "4 tasks wait: the pool is at 0 nodes and scales up" in as_text(waiting)
+    healing = fold([*RUNNING, NodeRemoved(0, "i-aaa", "lost"), NodeRemoved(1, "i-bbb", "lost")])
+    healing = fold([NodeRemoved(2, "i-ccc", "lost")], healing)
+    assert "3 tasks wait for a node: the pool has none ready" in as_text(healing)
+    assert "wait" not in as_text(fold(RUNNING))
+
+
+def test_the_log_display_says_each_node_change() -> None:
+    records = [
+        describe(DisplayState(), event)
+        for event in (
+            NodeAdded(3, "i-ddd", "scale-up"),
+            NodeRemoved(1, "i-bbb", "lost"),
+            PoolResized(desired=5, current=3, reason="resize"),
+        )
+    ]
+    assert [(r.level, r.message) for r in records if r is not None] == [
+        ("info", "node added"),
+        ("warning", "node removed"),
+        ("info", "pool resized"),
+    ]
 
 
 def test_view_after_stop_shows_total_and_savings() -> None:

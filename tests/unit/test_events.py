@@ -86,6 +86,9 @@ EXPECTED_FIELDS: dict[str, tuple[str, ...]] = {
     "TaskProgress": ("done", "submitted", "failed"),
     "InstanceInterrupted": ("instance_id", "node", "reason"),
     "Notice": ("message",),
+    "NodeAdded": ("node", "instance_id", "reason"),
+    "NodeRemoved": ("node", "instance_id", "reason"),
+    "PoolResized": ("desired", "current", "reason"),
 }
 
 

@@ -8,7 +8,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from skyward.api.fleet import Fleet, bootstrap_events
@@ -215,7 +215,7 @@ def _fleet(
         emit=events.append,
         active=lambda: active,
     )
-    fleet.attach(link)
+    fleet.attach(link)  # type: ignore[arg-type]  # the spot path needs only drain_node and replace_node
     fleet.set_cluster([wire.CLUSTER, b"{}"])
     return fleet, driver
 
@@ -238,7 +238,7 @@ def test_a_replacement_that_answered_becomes_the_node_under_its_index() -> None:
     fleet, driver = _fleet(link, events)
     old = fleet.handles[1]
     fleet.drain_node(1)
-    fleet.replace_node(driver, 1, old)  # type: ignore[arg-type]
+    fleet.replace_node(driver, 1, old)
     (new,) = driver.replacements
     assert fleet.handles == (fleet.handles[0], new)
     assert fleet.state.member(1).status is NodeStatus.LIVE
@@ -253,7 +253,7 @@ def test_a_replacement_that_never_answered_leaves_the_node_drained_and_says_why(
     fleet, driver = _fleet(_Link(fails=True), events)
     old = fleet.handles[1]
     fleet.drain_node(1)
-    fleet.replace_node(driver, 1, old)  # type: ignore[arg-type]
+    fleet.replace_node(driver, 1, old)
     member = fleet.state.member(1)
     assert (member.handle, member.incoming, member.status) == (old, None, NodeStatus.DRAINING)
     errors = [e for e in events if isinstance(e, Error)]
@@ -265,7 +265,7 @@ def test_a_replacement_that_arrives_after_the_pool_stopped_is_not_installed() ->
     link = _Link()
     fleet, driver = _fleet(link, events, active=False)
     old = fleet.handles[1]
-    fleet.replace_node(driver, 1, old)  # type: ignore[arg-type]
+    fleet.replace_node(driver, 1, old)
     assert link.replaced == [] and fleet.handles[1] == old
 
 
@@ -298,7 +298,21 @@ class _Model:
 
 _OPS = st.lists(
     st.tuples(
-        st.sampled_from(["reserve", "join", "abandon", "drain", "remove", "replace", "finish", "cancel", "interrupt"]),
+        st.sampled_from(
+            [
+                "reserve",
+                "join",
+                "abandon",
+                "drain",
+                "remove",
+                "replace",
+                "finish",
+                "cancel",
+                "interrupt",
+                "launch",
+                "again",
+            ]
+        ),
         st.integers(0, 12),
         st.booleans(),
     ),
@@ -308,6 +322,8 @@ _OPS = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 4), _OPS)
+@example(0, [("reserve", 0, False), ("launch", 0, False), ("join", 0, False), ("again", 0, False)])
+@example(1, [("remove", 0, False), ("again", 0, False), ("launch", 0, False), ("abandon", 0, False)])
 def test_indices_stay_unique_and_the_member_set_consistent_under_any_changes(
     start: int, ops: list[tuple[str, int, bool]]
 ) -> None:
@@ -321,6 +337,18 @@ def test_indices_stay_unique_and_the_member_set_consistent_under_any_changes(
             assert index not in model.ever_given  # never given twice
             model.ever_given.add(index)
             model.joining.add(index)
+        elif op == "launch" and model.joining:
+            index = sorted(model.joining)[pick % len(model.joining)]
+            state = state.launched(_handle(index, spot))
+        elif op == "again":
+            departed = sorted(model.ever_given - set(model.members) - model.joining)
+            if departed:
+                index = departed[pick % len(departed)]
+                state = state.reserve_again(index)  # a replacement takes a departed node's index
+                model.joining.add(index)
+            elif model.members:
+                with pytest.raises(ValueError, match="cannot be reserved again"):
+                    state.reserve_again(sorted(model.members)[0])
         elif op in ("join", "abandon") and model.joining:
             index = sorted(model.joining)[pick % len(model.joining)]
             model.joining.discard(index)
@@ -362,3 +390,7 @@ def test_indices_stay_unique_and_the_member_set_consistent_under_any_changes(
         assert state.next_index == max(model.ever_given, default=-1) + 1
         assert set(state.live) <= set(state.handles)
         assert all(h.spot and h.instance_id not in state.interrupted for h in state.unreported_spot())
+        assert {h.node for h in state.starting} <= state.joining  # started, not joined: still reserved
+        assert len({h.node for h in state.starting}) == len(state.starting)
+        assert set(state.handles) | set(state.starting) <= set(state.everything)
+        assert state.size == len(state.live) + len(state.joining)

@@ -36,6 +36,12 @@ def _no_skyward_processes() -> bool:
         ({"spot": "always"}, r"no spot market"),
         ({"machine": "p5.48xlarge"}, r"machine='p5.48xlarge'.*Local"),
         ({"volume": ["/data"]}, r"'/data' is not a volume"),
+        ({"nodes": (3, 2)}, r"nodes=\(3, 2\).*max >= desired"),
+        ({"nodes": (1, 2, 3)}, r"nodes=\(1, 2, 3\).*\(desired, max\)"),
+        ({"nodes": -1}, r"nodes=-1"),
+        ({"autoscale_cooldown": -1}, r"autoscale_cooldown=-1"),
+        ({"autoscale_idle_timeout": float("inf")}, r"autoscale_idle_timeout=inf"),
+        ({"replace_lost_nodes": "yes"}, r"replace_lost_nodes='yes'"),
     ],
 )
 def test_bad_parameters_fail_at_construction(kwargs: dict[str, Any], message: str) -> None:
@@ -94,3 +100,14 @@ def test_version_mismatch_names_both_sides() -> None:
     assert problem is not None and "3.12.1" in problem and "3.11" in problem and "node 1" in problem
     problem = version_mismatch(0, {"python": "3.11.2", "cloudpickle": "3.0.0"}, "3.11", "3.1.2")
     assert problem is not None and "3.0.0" in problem and "3.1.2" in problem
+
+
+def test_a_fixed_pool_s_spec_carries_its_size_as_bounds() -> None:
+    pool = sky.ComputePool(nodes=3, display="quiet")
+    assert pool.spec.nodes == 3 and pool.spec.scaling == sky.Nodes(3) and pool.spec.max_nodes == 3
+    assert pool.desired_nodes == 3
+
+
+def test_a_bad_nodes_value_in_sky_nodes_is_refused_naming_its_field() -> None:
+    with pytest.raises(ConfigurationError, match=r"sky.Nodes\(desired=2, min=3\)"):
+        sky.ComputePool(nodes=sky.Nodes(2, min=3))

@@ -71,6 +71,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "NoOfferError": "skyward.errors",
     "PriceCapError": "skyward.errors",
     "LaunchTimeoutError": "skyward.errors",
+    "BootstrapTimeoutError": "skyward.errors",
     "NoCandidateError": "skyward.errors",
 }
 
@@ -154,6 +155,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.callbacks import (
         use_callback as use_callback,
     )
+    from skyward.errors import BootstrapTimeoutError as BootstrapTimeoutError
     from skyward.errors import CapacityError as CapacityError
     from skyward.errors import (
         ConfigurationError as ConfigurationError,

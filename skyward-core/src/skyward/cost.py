@@ -168,7 +168,7 @@ class CostLedger:
             b.instance for b in self.intervals if b.started_at <= now and (b.stopped_at is None or b.stopped_at > now)
         )
 
-    def update(self, now: float) -> CostUpdate:
+    def update(self, now: float, *, provider: str = "", region: str = "") -> CostUpdate:
         """Cost so far; rate and counts are those of the instances running at ``now``."""
         _check_seconds(now)
         running = self.running(now)
@@ -179,9 +179,11 @@ class CostLedger:
             hourly_rate=hourly_rate(running),
             spot_count=spot,
             ondemand_count=ondemand,
+            provider=provider,
+            region=region,
         )
 
-    def final(self, now: float) -> CostFinal:
+    def final(self, now: float, *, provider: str = "", region: str = "") -> CostFinal:
         """Total cost at ``now``; rate and counts cover every instance ever billed."""
         _check_seconds(now)
         instances = [b.instance for b in self.intervals]
@@ -193,6 +195,8 @@ class CostLedger:
             spot_count=spot,
             ondemand_count=ondemand,
             savings_vs_ondemand=sum((_savings(b.instance, b.seconds(now)) for b in self.intervals), 0.0),
+            provider=provider,
+            region=region,
         )
 
 

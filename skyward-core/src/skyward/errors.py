@@ -123,6 +123,15 @@ class LaunchTimeoutError(UnavailableError):
     reason = "launch timeout"
 
 
+class BootstrapTimeoutError(LaunchTimeoutError):
+    """A node was launched but its agent never answered within the provider's bootstrap
+    timeout (a marketplace host that never starts its container is common). At a pool's
+    start it moves the pool to its next candidate; a bootstrap that fails with its own
+    error (a bad ``Image``) raises ``ProvisioningError`` with its log instead, and stops."""
+
+    reason = "bootstrap timeout"
+
+
 class NoCandidateError(ProvisioningError):
     """Every candidate of a pool failed for a reason another candidate could have fixed.
     ``failures`` holds, in the order they were tried, each candidate's label and error."""

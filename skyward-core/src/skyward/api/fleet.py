@@ -14,15 +14,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from skyward.agent.notices import NoticeKind
 from skyward.api.fleet_state import FleetState
 from skyward.api.spec import PoolSpec
-from skyward.cost import PricedInstance, cost_update
+from skyward.cost import CostLedger, PricedInstance
 from skyward.events import (
     BootstrapCompleted,
     BootstrapProgress,
+    CostFinal,
     Error,
     InstanceInterrupted,
     InstanceStopping,
@@ -54,16 +55,58 @@ _TICK = 0.2
 flushes due progress): a closed pool's threads end within this."""
 
 
+T = TypeVar("T")
+
+
+class ClientLoadView(Protocol):
+    """What the scaler reads of ``PoolClient.load()`` (a ``ClientLoad``): tasks on no
+    worker, tasks on one, tasks each live node holds, usable workers, and the monotonic
+    time each idle node went idle (absent while busy)."""
+
+    @property
+    def queued(self) -> int: ...
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def per_node(self) -> Mapping[int, int]: ...
+
+    @property
+    def slots(self) -> int: ...
+
+    @property
+    def idle_since(self) -> Mapping[int, float]: ...
+
+
 class NodeLink(Protocol):
     """What the fleet asks of the pool's client (``PoolClient``): the socket side of a
-    node leaving or being replaced. A protocol, so the fleet's wiring is tested without
-    sockets (tests/unit/test_fleet.py)."""
+    node joining, leaving, being lost or replaced, and the load the autoscaler reads. A
+    protocol, so the fleet's wiring is tested without sockets (tests/unit/test_fleet.py,
+    tests/unit/test_scaler.py)."""
 
     def drain_node(self, index: int) -> None: ...
 
     def replace_node(
         self, index: int, endpoint: str, cluster: list[bytes], timeout: float, identity: NodeIdentity | None = None
     ) -> NodeInfo: ...
+
+    def add_node(
+        self,
+        index: int,
+        endpoint: str,
+        timeout: float,
+        cluster: list[bytes] | None = None,
+        identity: NodeIdentity | None = None,
+    ) -> NodeInfo: ...
+
+    def remove_node(self, index: int, timeout: float) -> None: ...
+
+    def fail_node(self, index: int, reason: str) -> None: ...
+
+    def fail_waiting(self, reason: str) -> None: ...
+
+    def load(self) -> ClientLoadView: ...
 
 
 class NodeIdentities(Protocol):
@@ -106,6 +149,8 @@ class Fleet:
         emit: EventSink,
         active: Callable[[], bool],
         identities: NodeIdentities | None = None,
+        state: FleetState | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._spec = spec
         self._driver = driver
@@ -117,11 +162,18 @@ class Fleet:
         self._emit = emit
         self._active = active  # the pool is open: watches run, replacements are installed
         self._lock = threading.Lock()
-        self._state = FleetState.of(handles)
+        self._state = FleetState.of(handles) if state is None else state
+        self._clock = clock
+        self._ledger = CostLedger()
+        for handle in self._state.everything:
+            self._ledger = self._ledger.start(_priced(handle), 0.0)
         self._link: NodeLink | None = None
         self._cluster: list[bytes] = []
         self._started_at = 0.0
         self._timer: threading.Timer | None = None
+        self._on_leaving: Callable[[int, NodeHandle, str], None] | None = None
+        self._terminated = False
+        self.joined = threading.Condition(self._lock)  # notified when a member joins or a start fails
 
     # -- reading --------------------------------------------------------------------------
 
@@ -133,13 +185,92 @@ class Fleet:
     def handles(self) -> tuple[NodeHandle, ...]:
         return self._state.handles
 
+    @property
+    def spec(self) -> PoolSpec:
+        return self._spec
+
+    @property
+    def driver(self) -> ProviderDriver:
+        return self._driver
+
+    @property
+    def link(self) -> NodeLink | None:
+        return self._link
+
+    @property
+    def cluster(self) -> list[bytes]:
+        return self._cluster
+
+    @property
+    def bootstrap_timeout(self) -> float:
+        return self._bootstrap_timeout
+
+    @property
+    def user_data(self) -> UserDataFactory:
+        return self._user_data
+
+    @property
+    def identities(self) -> NodeIdentities | None:
+        return self._identities
+
+    def emit(self, event: SkywardEvent) -> None:
+        self._emit(event)
+
+    def active(self) -> bool:
+        return self._active()
+
+    def change(self, change: Callable[[FleetState], tuple[FleetState, T]]) -> T:
+        """Apply a pure change to the fleet's state under its lock; returns what it gave."""
+        with self._lock:
+            self._state, out = change(self._state)
+            self.joined.notify_all()
+            return out
+
+    def admit(self, handles: Sequence[NodeHandle]) -> bool:
+        """Record nodes the provider just started on reserved indices, billed from now;
+        False, recording nothing, when the fleet was terminated meanwhile (the pool
+        stopped while they booted): whoever started them deletes them."""
+        now = self._now()
+        with self._lock:
+            if self._terminated:
+                return False
+            for handle in handles:
+                self._state = self._state.launched(handle)
+                self._ledger = self._ledger.start(_priced(handle), now)
+            return True
+
+    def update(self, change: Callable[[FleetState], FleetState]) -> None:
+        """Apply a pure change that returns only the new state."""
+        with self._lock:
+            self._state = change(self._state)
+            self.joined.notify_all()
+
     def priced(self) -> list[PricedInstance]:
-        return [
-            PricedInstance(
-                instance_id=n.instance_id, spot=n.spot, hourly_price=n.hourly_price, on_demand_price=n.price_on_demand
-            )
-            for n in self._state.handles
-        ]
+        """The nodes billed now (members, replacements and nodes still starting)."""
+        return list(self._ledger.running(self._now()))
+
+    def _now(self) -> float:
+        """Seconds since the pool became active (0 before): the cost ledger's clock."""
+        return max(self._clock() - self._started_at, 0.0) if self._started_at else 0.0
+
+    def bill(self, started: Sequence[NodeHandle] = (), stopped: Sequence[NodeHandle] = ()) -> None:
+        """Each node is billed for exactly the time it lived: from its launch (or the
+        pool's start, for the nodes launched with it) to its removal."""
+        now = self._now()
+        with self._lock:
+            for handle in started:
+                self._ledger = self._ledger.start(_priced(handle), now)
+            for handle in stopped:
+                self._ledger = self._ledger.stop(handle.instance_id, now)
+
+    def cost_final(self) -> CostFinal:
+        """``CostFinal`` for every node the pool ever had, each for its own lifetime."""
+        return self._ledger.final(self._now(), provider=self._provider_name, region=self._region)
+
+    def on_leaving(self, heal: Callable[[int, NodeHandle, str], None]) -> None:
+        """Who takes a node that goes (a spot notice on a provider with ``ElasticNodes``):
+        the pool's scaler removes it after its drain and, where it should, replaces it."""
+        self._on_leaving = heal
 
     def port_map(self) -> Callable[[int, int], str] | None:
         """For a provider whose nodes are containers behind a host's port mapping
@@ -166,7 +297,7 @@ class Fleet:
 
     def start_timer(self, timeout: float, on_timeout: Callable[[], None]) -> None:
         """The pool is active: ``on_timeout`` runs once ``timeout`` seconds have passed."""
-        self._started_at = time.monotonic()
+        self._started_at = self._clock()
         self._timer = threading.Timer(timeout, on_timeout)
         self._timer.daemon = True
         self._timer.start()
@@ -187,14 +318,20 @@ class Fleet:
         The other watches end on their own within a tick of the pool going inactive."""
         if self._timer is not None:
             self._timer.cancel()
-        return time.monotonic() - self._started_at if self._started_at else 0.0
+        return self._clock() - self._started_at if self._started_at else 0.0
 
     def terminate(self) -> None:
-        """Terminate every node (``InstanceStopping`` for each, then the provider's call)."""
-        handles = self._state.handles
+        """Terminate every node, those still starting included (``InstanceStopping`` for
+        each, then the provider's call), and stop billing them."""
+        with self._lock:
+            self._terminated = True  # a node started from now on is deleted by its starter
+            handles = self._state.everything
         for handle in handles:
             self._emit(InstanceStopping(instance_id=handle.instance_id))
-        self._driver.terminate(list(handles))
+        try:
+            self._driver.terminate(list(handles))
+        finally:
+            self.bill(stopped=handles)
 
     # -- what the nodes say -----------------------------------------------------------------
 
@@ -233,6 +370,9 @@ class Fleet:
             return
         self._emit(InstanceInterrupted(instance_id=handle.instance_id, node=node, reason=reason))
         self.drain_node(node)
+        if self._on_leaving is not None:  # ElasticNodes: removed after its drain, replaced there
+            self._on_leaving(node, handle, reason)
+            return
         driver = self._driver
         if isinstance(driver, SpotReplacement) and driver.replaces_interrupted(self._spec):
             threading.Thread(
@@ -270,6 +410,7 @@ class Fleet:
                 raise
             with self._lock:
                 self._state, _ = self._state.finish_replace(node)
+            self.bill(started=[new], stopped=[handle])
             self.report_bootstrap(new, info)
             self._emit(Notice(message=f"node {node} replaced: {handle.instance_id} -> {new.instance_id}"))
         except Exception as error:
@@ -284,8 +425,7 @@ class Fleet:
 
     def _cost_ticker(self, flush: Callable[[], None]) -> None:
         while self._active():
-            elapsed = time.monotonic() - self._started_at
-            self._emit(cost_update(self.priced(), elapsed, provider=self._provider_name, region=self._region))
+            self._emit(self._ledger.update(self._now(), provider=self._provider_name, region=self._region))
             deadline = time.monotonic() + COST_UPDATE_INTERVAL
             while self._active() and time.monotonic() < deadline:
                 time.sleep(_TICK)
@@ -313,3 +453,12 @@ class Fleet:
             for handle in watched:
                 if handle.instance_id in gone:
                     self.on_interruption(handle.node, handle, gone[handle.instance_id])
+
+
+def _priced(handle: NodeHandle) -> PricedInstance:
+    return PricedInstance(
+        instance_id=handle.instance_id,
+        spot=handle.spot,
+        hourly_price=handle.hourly_price,
+        on_demand_price=handle.price_on_demand,
+    )

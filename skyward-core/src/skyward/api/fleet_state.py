@@ -50,12 +50,28 @@ class Member:
 class FleetState:
     """The nodes of a pool. ``members`` are in index order; ``joining`` are indices given
     to nodes being launched that have not joined yet; ``next_index`` is the index the
-    next node gets; ``interrupted`` are instance ids that took the interruption path."""
+    next node gets; ``interrupted`` are instance ids that took the interruption or the
+    lost-node path (each takes one, once); ``starting`` are nodes launched on reserved
+    indices whose agents have not answered yet (billed and terminated like members)."""
 
     members: tuple[Member, ...] = ()
     joining: frozenset[int] = frozenset()
     next_index: int = 0
     interrupted: frozenset[str] = frozenset()
+    starting: tuple[NodeHandle, ...] = ()
+
+    @staticmethod
+    def launched_all(handles: Sequence[NodeHandle]) -> FleetState:
+        """A pool that launched ``handles`` (node 0, 1, ... in order) and connects to each
+        as it answers (``Nodes.ready`` below ``desired``): every index reserved, none a
+        member yet."""
+        state = FleetState.of(())
+        for handle in handles:
+            state, index = state.reserve()
+            if handle.node != index:
+                raise ValueError(f"launched node {index} has index {handle.node}: they must be 0, 1, ... in order")
+            state = state.launched(handle)
+        return state
 
     @staticmethod
     def of(handles: Sequence[NodeHandle]) -> FleetState:
@@ -71,6 +87,19 @@ class FleetState:
     def handles(self) -> tuple[NodeHandle, ...]:
         """Every member's handle, in index order: what the pool bills and terminates."""
         return tuple(m.handle for m in self.members)
+
+    @property
+    def everything(self) -> tuple[NodeHandle, ...]:
+        """Every node the pool pays for: members, replacements not answered yet and nodes
+        still starting. What a stopping pool terminates."""
+        incoming = tuple(m.incoming for m in self.members if m.incoming is not None)
+        return (*self.handles, *incoming, *self.starting)
+
+    @property
+    def size(self) -> int:
+        """Members that take work plus nodes on their way (reserved or starting): what the
+        scaler compares with the desired count."""
+        return len(self.live) + len(self.joining)
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -102,18 +131,35 @@ class FleetState:
         index = self.next_index
         return replace(self, joining=self.joining | {index}, next_index=index + 1), index
 
+    def reserve_again(self, index: int) -> FleetState:
+        """Index ``index`` again, for the node that replaces the one that left it (same
+        slot in ``@`` results, same rank): only a departed node's index."""
+        if index >= self.next_index or self.has(index) or index in self.joining:
+            raise ValueError(f"node {index} cannot be reserved again: it is in use or was never given")
+        return replace(self, joining=self.joining | {index})
+
+    def launched(self, handle: NodeHandle) -> FleetState:
+        """The provider started a node on a reserved index; its agent has not answered."""
+        if handle.node not in self.joining:
+            raise ValueError(f"node {handle.node} launched, but that index was not reserved ({self._joining()})")
+        starting = tuple(h for h in self.starting if h.node != handle.node)
+        return replace(self, starting=(*starting, handle))
+
     def join(self, handle: NodeHandle) -> FleetState:
         """A node launched on a reserved index answered: it becomes a live member."""
         if handle.node not in self.joining:
             raise ValueError(f"node {handle.node} joins, but that index was not reserved (reserved: {self._joining()})")
         members = tuple(sorted((*self.members, Member(handle.node, handle)), key=lambda m: m.index))
-        return replace(self, members=members, joining=self.joining - {handle.node})
+        starting = tuple(h for h in self.starting if h.node != handle.node)
+        return replace(self, members=members, joining=self.joining - {handle.node}, starting=starting)
 
     def abandon(self, index: int) -> FleetState:
-        """A reserved index whose node never joined (its launch failed); not reused."""
+        """A reserved index whose node never joined (its launch or handshake failed); not
+        reused. Whoever abandons it removes the node it launched there, if any."""
         if index not in self.joining:
             raise ValueError(f"node {index} was not reserved (reserved: {self._joining()})")
-        return replace(self, joining=self.joining - {index})
+        starting = tuple(h for h in self.starting if h.node != index)
+        return replace(self, joining=self.joining - {index}, starting=starting)
 
     def drain(self, index: int) -> FleetState:
         """Node ``index`` takes no new work from now on."""
@@ -152,8 +198,9 @@ class FleetState:
         return self._with(replace(member, incoming=None)), member.incoming
 
     def interrupt(self, instance_id: str) -> tuple[FleetState, bool]:
-        """Record that ``instance_id`` is being reclaimed; True the first time only, so a
-        provider with both a notice and a reclaim watch replaces a node once."""
+        """Record that ``instance_id`` is being reclaimed or was lost; True the first time
+        only, so a node reported by its provider, its notice and the client's liveness
+        window alike is replaced once."""
         if instance_id in self.interrupted:
             return self, False
         return replace(self, interrupted=self.interrupted | {instance_id}), True

@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import cloudpickle
 
 from skyward.api import failover
+from skyward.api.autoscale import AutoscaleSettings
 from skyward.api.candidate_prices import candidate_price
 from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet
+from skyward.api.fleet_state import FleetState
+from skyward.api.node_changes import NodeChanges, open_when_ready, version_mismatch
 from skyward.api.options import PoolOptions
+from skyward.api.scaler import Scaler, client_healing
 from skyward.api.spec import PoolSpec, build_spec
 from skyward.api.user_data import NodeUserData, plugin_steps
 from skyward.errors import ConfigurationError, ProvisioningError, UnavailableError, VersionMismatchError
@@ -35,8 +38,9 @@ from skyward.image import CLIENT_PYTHON
 from skyward.plugins.registry import registry
 from skyward.providers import rules
 from skyward.providers.baking import Bakes
-from skyward.providers.protocol import EventSink, ProviderDriver, SpotMarket, VolumeMounts
+from skyward.providers.protocol import ElasticNodes, EventSink, NodeHandle, ProviderDriver, SpotMarket, VolumeMounts
 from skyward.providers.settings import ProviderSettings, settings_of, third_party_hosts
+from skyward.scaling import Nodes
 from skyward.transport import wire
 from skyward.transport.client import PoolClient
 from skyward.transport.links import NodeInfo
@@ -73,6 +77,19 @@ def common_rules(provider_name: str, driver: ProviderDriver, spec: PoolSpec) -> 
     if isinstance(driver, SpotMarket):
         return None
     return rules.spot_without_market(provider_name, spec.spot)
+
+
+def elastic_rules(provider_name: str, driver: ProviderDriver, spec: PoolSpec) -> None:
+    """An elastic pool (its size may change: ``nodes=(desired, max)``, ``sky.Nodes`` with
+    ``min`` or ``max``) needs a provider that adds and removes nodes of a running pool."""
+    scaling = spec.scaling
+    if scaling is None or not scaling.elastic or isinstance(driver, ElasticNodes):
+        return
+    raise ConfigurationError(
+        f"ComputePool(nodes={scaling!r}): the {provider_name} provider cannot add or remove nodes of a running pool "
+        f"(it has no ElasticNodes ability); use a fixed size such as nodes={scaling.desired or 1}, or a provider "
+        "that scales (Local, AWS and the cloud template's providers do)"
+    )
 
 
 def result_decoder(provider: object, safe: bool | None, allow: Sequence[str | type]) -> ResultDecoder:
@@ -114,6 +131,7 @@ def make_candidates(provider: ProviderChoice, options: PoolOptions) -> list[Cand
         plugin = registry.provider_for(candidate.provider)
         driver: ProviderDriver = plugin.create_driver(candidate.provider)
         notice = common_rules(plugin.name, driver, spec)
+        elastic_rules(plugin.name, driver, spec)
         driver.validate(spec)  # every candidate's configuration, before anything is made
         out.append(
             Candidate(
@@ -130,18 +148,6 @@ def make_candidates(provider: ProviderChoice, options: PoolOptions) -> list[Cand
             )
         )
     return out
-
-
-def version_mismatch(node: int, info: Mapping[str, Any], client_python: str, client_cloudpickle: str) -> str | None:
-    """Why a node cannot serve this client (Python minor or cloudpickle differ), or None."""
-    remote_python = ".".join(str(info["python"]).split(".")[:2])
-    if remote_python == client_python and info["cloudpickle"] == client_cloudpickle:
-        return None
-    return (
-        f"node {node} runs Python {info['python']} with cloudpickle {info['cloudpickle']}, "
-        f"but this client runs Python {client_python} with cloudpickle {client_cloudpickle}; "
-        "both must match (set Image(python=...) and pin cloudpickle)"
-    )
 
 
 def _free_port() -> int:
@@ -161,18 +167,21 @@ class Launcher:
         selection: failover.Selection,
         emit: EventSink,
         active: Callable[[], bool],
+        autoscale: AutoscaleSettings | None = None,
     ) -> None:
         self.candidates = tuple(candidates)
         self.candidate = self.candidates[0]
         self._selection = selection
         self._emit = emit
         self._active = active
+        self._autoscale = autoscale or AutoscaleSettings()
         self.keys = PoolKeys()  # a server keypair per node, made as its user-data is rendered
         self.wheels = OfferedWheels()  # what the nodes' user-data names: sent when they ask
         self._steps = plugin_steps(self.candidate.spec.image)  # once, and before anything starts
         self._head_port = _free_port()
         self.region = ""  # where the pool runs, as the provider's prepare() named it
         self.fleet: Fleet | None = None
+        self.scaler: Scaler | None = None  # the fleet's, once it launched
         self.client: PoolClient | None = None  # made before its handshake: a failed start closes it
         self.user_data = self._user_data_of(self.candidate)
         self._clean = False  # the current candidate's resources were all removed
@@ -225,6 +234,8 @@ class Launcher:
         self.region = candidate.driver.prepare(candidate.spec, self._emit)
         self._emit(InfraCreated(region=self.region))
         handles = candidate.driver.launch(candidate.spec, self.user_data, self._emit)
+        scaling = candidate.spec.scaling or Nodes(max(len(handles), 1))
+        staged = scaling.ready < len(handles) or not handles  # the rest join as they answer
         fleet = self.fleet = Fleet(
             spec=candidate.spec,
             driver=candidate.driver,
@@ -236,38 +247,51 @@ class Launcher:
             bootstrap_timeout=float(candidate.settings.bootstrap_timeout),
             emit=self._emit,
             active=self._active,
+            state=FleetState.launched_all(handles) if staged else None,
         )
-        infos = self._connect(candidate, fleet)
-        for handle, info in zip(fleet.handles, infos, strict=True):
-            fleet.report_bootstrap(handle, info)
+        driver = candidate.driver
+        changes = NodeChanges(fleet, driver) if isinstance(driver, ElasticNodes) else None
+        self.scaler = Scaler(fleet, changes, scaling, self._autoscale)
+        if staged and changes is not None:
+            self._connect(candidate, fleet, handles, [])
+            open_when_ready(fleet, changes, handles, scaling.ready)
+        else:
+            infos = self._connect(candidate, fleet, handles, handles)
+            for handle, info in zip(fleet.handles, infos, strict=True):
+                fleet.report_bootstrap(handle, info)
         self._bake_if_asked(candidate, fleet)
         return fleet
 
-    def _connect(self, candidate: Candidate, fleet: Fleet) -> list[NodeInfo]:
-        """Connects to every agent and checks it can serve this client; returns their hellos."""
-        handles = fleet.handles
+    def _connect(
+        self, candidate: Candidate, fleet: Fleet, launched: Sequence[NodeHandle], handles: Sequence[NodeHandle]
+    ) -> list[NodeInfo]:
+        """Connects to the agents of ``handles`` (every node launched, or none where they
+        join as they answer) and checks each can serve this client; returns their hellos."""
+        # MERGE(part A): PoolClient(..., rerun_lost=healing.rerun_lost, on_node_lost=self.scaler.node_lost,
+        # wait_for_nodes=healing.wait_for_nodes) in place of rerun_interrupted
+        healing = client_healing(candidate.spec, candidate.driver, self._autoscale)
         client = PoolClient(
             [n.endpoint for n in handles],
             self.keys,
             fleet.on_node_message,
-            rerun_interrupted=any(n.spot for n in handles),
+            rerun_interrupted=any(n.spot for n in launched) or healing.rerun_lost,
             decoder=candidate.decoder,
             port_map=fleet.port_map(),
             wheels=self.wheels,
             identities=[self.user_data.identity(n.node) for n in handles],
         )
         self.client = client
-        fleet.attach(client)
+        fleet.attach(client)  # type: ignore[arg-type]  # MERGE(part A): PoolClient gains load(), fail_waiting()
         infos = client.connect(timeout=float(candidate.settings.bootstrap_timeout))
         for node, info in zip(handles, infos, strict=True):
             problem = version_mismatch(node.node, info, CLIENT_PYTHON, cloudpickle.__version__)
             if problem is not None:
                 raise VersionMismatchError(problem)
-        head = handles[0]
+        head = launched[0] if launched else None
         cluster = {
-            "head_addr": head.private_ip or head.ip or "127.0.0.1",
+            "head_addr": (head.private_ip or head.ip or "127.0.0.1") if head is not None else "127.0.0.1",
             "head_port": self._head_port,
-            "total_nodes": len(handles),
+            "total_nodes": len(launched),
             "job_id": candidate.spec.pool_id,
         }
         frames = [wire.CLUSTER, wire.encode_json(cluster)]
@@ -289,14 +313,14 @@ class Launcher:
         """Remove everything the current candidate made (client, nodes, infrastructure)
         before the next one starts."""
         fleet, client = self.fleet, self.client
-        self.fleet, self.client = None, None
+        self.fleet, self.client, self.scaler = None, None, None
         driver = self.candidate.driver
         try:
             if client is not None:
                 client.close(ProvisioningError("the pool moved on to another candidate"))
         finally:
             try:
-                driver.terminate(list(fleet.handles) if fleet is not None else [])
+                driver.terminate(list(fleet.state.everything) if fleet is not None else [])
             finally:
                 driver.teardown()
         self._clean = True  # nothing for teardown_after_failure to remove twice
@@ -311,7 +335,7 @@ class Launcher:
         finally:
             try:
                 if not self._clean:
-                    driver.terminate(list(self.fleet.handles) if self.fleet is not None else [])
+                    driver.terminate(list(self.fleet.state.everything) if self.fleet is not None else [])
             finally:
                 if not self._clean:
                     driver.teardown()

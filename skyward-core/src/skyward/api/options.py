@@ -12,6 +12,7 @@ from typing import TypeAlias, TypedDict
 from skyward.accelerators.spec import Accelerator
 from skyward.events import SkywardEvent
 from skyward.image import Image
+from skyward.scaling import Nodes
 from skyward.spot import SpotAlways, SpotIfAvailable, SpotLike
 
 AcceleratorChoice: TypeAlias = Accelerator | str
@@ -22,6 +23,11 @@ SpotChoice: TypeAlias = SpotLike | str | type[SpotAlways] | type[SpotIfAvailable
 """What ``spot=`` takes: a strategy (``Spot.Always(...)``, ``Spot.Never``...), its name
 (``"always"``, ``"if-available"``, ``"never"``), a share of spot nodes in (0, 1], or
 the class ``Spot.Always`` / ``Spot.IfAvailable`` for its defaults."""
+
+NodesChoice: TypeAlias = int | tuple[int, int] | Nodes
+"""What ``nodes=`` takes: a count (a fixed pool), ``(desired, max)`` (an elastic pool
+that starts with ``desired`` and grows up to ``max``) or ``sky.Nodes(desired, max=,
+min=)``."""
 
 EventHandler: TypeAlias = Callable[[SkywardEvent], object]
 """A callable taking an event. What it returns counts only when it is another event (a
@@ -44,7 +50,7 @@ class PoolOptions(TypedDict, total=False):
     """
 
     image: Image | None
-    nodes: int
+    nodes: NodesChoice
     machine: str | None
     accelerator: AcceleratorChoice | None
     cpu: int | None
@@ -62,3 +68,6 @@ class PoolOptions(TypedDict, total=False):
     allow_results: Sequence[str | type]
     selection: str
     max_hourly_cost: float | None
+    autoscale_cooldown: float
+    autoscale_idle_timeout: float
+    replace_lost_nodes: bool

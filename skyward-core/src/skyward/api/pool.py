@@ -24,11 +24,13 @@ from concurrent.futures import Future
 from typing import Any, TypeVar, overload
 
 from skyward.api import failover
+from skyward.api.autoscale import AutoscaleSettings
 from skyward.api.compute import PendingBatch, PendingCompute
 from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet
-from skyward.api.launcher import Launcher, make_candidates, version_mismatch
-from skyward.api.options import AcceleratorChoice, EventHandler, PoolOptions, SpotChoice
+from skyward.api.launcher import Launcher, make_candidates
+from skyward.api.node_changes import version_mismatch
+from skyward.api.options import AcceleratorChoice, EventHandler, NodesChoice, PoolOptions, SpotChoice
 from skyward.api.pool_events import PoolEvents
 from skyward.api.progress import Progress
 from skyward.api.runner import Runner
@@ -62,7 +64,7 @@ class ComputePool:
         self,
         provider: ProviderChoice | None = None,
         image: Image | None = None,
-        nodes: int = 1,
+        nodes: NodesChoice = 1,
         machine: str | None = None,
         accelerator: AcceleratorChoice | None = None,
         cpu: int | None = None,
@@ -80,6 +82,9 @@ class ComputePool:
         allow_results: Sequence[str | type] = (),
         selection: str = "first",
         max_hourly_cost: float | None = None,
+        autoscale_cooldown: float = 30.0,
+        autoscale_idle_timeout: float = 60.0,
+        replace_lost_nodes: bool = True,
     ) -> None:
         if on_event is not None and not callable(on_event):
             raise ConfigurationError(f"ComputePool(on_event={on_event!r}): must be a callable taking an event")
@@ -88,10 +93,13 @@ class ComputePool:
             volume=volume, spot=spot, timeout=timeout, env=env, concurrency=concurrency, display=display,
             on_event=on_event, collect_metrics=collect_metrics, pip=pip, safe_results=safe_results,
             allow_results=allow_results, selection=selection, max_hourly_cost=max_hourly_cost,
+            autoscale_cooldown=autoscale_cooldown, autoscale_idle_timeout=autoscale_idle_timeout,
+            replace_lost_nodes=replace_lost_nodes,
         )  # fmt: skip
         chosen = failover.selection_of(selection)
+        autoscale = AutoscaleSettings(autoscale_cooldown, autoscale_idle_timeout, replace_lost_nodes)
         candidates = make_candidates(Local() if provider is None else provider, options)
-        self._launcher = Launcher(candidates, chosen, self.emit, lambda: self._state == "active")
+        self._launcher = Launcher(candidates, chosen, self.emit, lambda: self._state == "active", autoscale)
         self._events = PoolEvents(self.spec.display, on_event)
         self._state_lock = threading.Lock()
         self._state = "new"  # new -> starting -> active -> stopped
@@ -122,6 +130,25 @@ class ComputePool:
         return len(nodes) if nodes else self.spec.nodes
 
     @property
+    def desired_nodes(self) -> int:
+        """The node count the pool works towards (``spec.nodes`` until it opens; then what
+        the autoscaler or ``resize`` set)."""
+        scaler = self._launcher.scaler
+        return scaler.desired if scaler is not None and self._state == "active" else self.spec.nodes
+
+    def resize(self, nodes: int) -> None:
+        """Set the desired node count by hand, within the pool's bounds (``sky.Nodes``'s
+        ``min`` and ``max``): returns at once, the pool grows (new nodes join as they
+        answer) or shrinks (nodes drained first, highest index first, idle ones before
+        busy ones) in the background, and says ``PoolResized`` then ``NodeAdded`` /
+        ``NodeRemoved``. On an elastic pool the autoscaler may change it again after
+        ``autoscale_cooldown`` seconds."""
+        scaler = self._launcher.scaler
+        if self._state != "active" or scaler is None:
+            raise PoolClosedError("pool.resize: the pool is not open (use it inside 'with ComputePool(...) as pool:')")
+        scaler.resize(nodes)
+
+    @property
     def nodes(self) -> tuple[NodeHandle, ...]:
         fleet = self._launcher.fleet
         return fleet.handles if fleet is not None else ()
@@ -144,7 +171,8 @@ class ComputePool:
         return self._launcher.client
 
     def __repr__(self) -> str:
-        return f"<ComputePool {self.spec.pool_id} {self.provider_name} nodes={self.spec.nodes} {self._state}>"
+        size = self.spec.scaling or self.spec.nodes
+        return f"<ComputePool {self.spec.pool_id} {self.provider_name} nodes={size} {self._state}>"
 
     # -- events -------------------------------------------------------------------------
 
@@ -201,6 +229,9 @@ class ComputePool:
         fleet.start_timer(self.spec.timeout, self._on_timeout)
         self.emit(PoolStarted())
         fleet.watch(self._progress.flush_due)
+        scaler = self._launcher.scaler
+        if scaler is not None:
+            scaler.start()
 
     def _on_timeout(self) -> None:
         error = PoolTimeoutError(
@@ -242,7 +273,10 @@ class ComputePool:
     def _stop(self, error: BaseException) -> None:
         fleet = self._launcher.fleet
         driver = self._driver
-        elapsed = fleet.stop_watching() if fleet is not None else 0.0
+        if fleet is not None:
+            fleet.stop_watching()
+        if self._launcher.scaler is not None:
+            self._launcher.scaler.stop()
         self.emit(PoolStopping())
         try:
             if self._launcher.client is not None:
@@ -255,9 +289,10 @@ class ComputePool:
                     driver.terminate([])
             finally:
                 driver.teardown()
-                priced = fleet.priced() if fleet is not None else []
-                region = self._launcher.region
-                self.emit(cost_final(priced, elapsed, provider=self.provider_name, region=region))
+                if fleet is not None:
+                    self.emit(fleet.cost_final())  # each node for exactly the time it lived
+                else:
+                    self.emit(cost_final([], 0.0, provider=self.provider_name, region=self._launcher.region))
                 self._events.finish()
 
     def _teardown_after_failure(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from skyward.accelerators import parse_accelerator, workers_per_node
-from skyward.api.options import AcceleratorChoice, SpotChoice
+from skyward.api.options import AcceleratorChoice, NodesChoice, SpotChoice
 from skyward.bootstrap import CLIENT_PYTHON
 from skyward.display import DISPLAY_MODES
 from skyward.errors import ConfigurationError
@@ -19,15 +19,11 @@ from skyward.image import Image
 from skyward.plugins.registry import registry
 from skyward.providers.settings import ProviderSettings, check_seconds_value
 from skyward.providers.spec import PoolSpec
+from skyward.scaling import MAX_NODES, nodes_of
 from skyward.spot import normalize_spot
 from skyward.units import parse_memory
 
 __all__ = ["MAX_CONCURRENCY", "MAX_CPU", "MAX_NODES", "PoolSpec", "build_spec", "price_cap"]
-
-MAX_NODES = 1000
-"""Nodes in one pool. Cloud accounts' instance quotas stop far below; past this a value
-is a mistake, refused before the constructor builds per-node lists (``nodes=10**30``
-would hang it)."""
 
 MAX_CONCURRENCY = 1024
 """Worker processes per accelerator partition on one node."""
@@ -61,7 +57,7 @@ def build_spec(
     provider: ProviderSettings,
     image: Image | None,
     pip: Sequence[str] | None,
-    nodes: int,
+    nodes: NodesChoice,
     machine: str | None,
     accelerator: AcceleratorChoice | None,
     cpu: int | None,
@@ -75,7 +71,7 @@ def build_spec(
     collect_metrics: bool,
     max_hourly_cost: float | None = None,
 ) -> PoolSpec:
-    nodes = _positive_int("nodes", nodes, MAX_NODES)
+    scaling = nodes_of(nodes)
     concurrency = _positive_int("concurrency", concurrency, MAX_CONCURRENCY)
     if not isinstance(display, str) or display not in DISPLAY_MODES:
         raise ConfigurationError(
@@ -124,7 +120,8 @@ def build_spec(
     return PoolSpec(
         provider=provider,
         image=image,
-        nodes=nodes,
+        nodes=scaling.desired,
+        scaling=scaling,
         machine=machine,
         accelerator=acc,
         cpu=cpu,

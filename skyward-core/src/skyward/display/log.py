@@ -43,7 +43,10 @@ from skyward.events import (
     InstanceStopping,
     LogLine,
     Metrics,
+    NodeAdded,
+    NodeRemoved,
     Notice,
+    PoolResized,
     PoolStarted,
     PoolStopping,
     SkywardEvent,
@@ -165,6 +168,13 @@ def describe(state: DisplayState, event: SkywardEvent) -> LogRecord | None:
             return LogRecord("warning", "spot instance interrupted", fields)
         case Notice(message=message):
             return LogRecord("info", message)
+        case NodeAdded(node=node, instance_id=iid, reason=reason):
+            return LogRecord("info", "node added", (("node", node), ("instance", iid), ("why", reason)))
+        case NodeRemoved(node=node, instance_id=iid, reason=reason):
+            level: Level = "warning" if reason in ("lost", "reclaimed") else "info"
+            return LogRecord(level, "node removed", (("node", node), ("instance", iid), ("why", reason)))
+        case PoolResized(desired=desired, current=current, reason=reason):
+            return LogRecord("info", "pool resized", (("desired", desired), ("current", current), ("why", reason)))
         case _:
             return None
 

@@ -44,6 +44,8 @@ def _header(state: DisplayState, frame: int, elapsed: float | None) -> Text:
         parts.append(where)
     if state.instance_type:
         parts.append(f"{max(len(state.nodes), state.requested)}x {state.instance_type}")
+    if state.desired is not None:
+        parts.append(f"{state.ready_nodes}/{state.desired} nodes")
     if elapsed is not None:
         parts.append(fmt.duration(elapsed))
     header = Text.assemble(_glyph(state, frame), " ", ("skyward", "bold"), " ", PHASE_LABELS[state.phase])
@@ -142,6 +144,9 @@ def render(state: DisplayState, *, frame: int = 0, elapsed: float | None = None)
     if state.nodes or state.waiting:
         parts.append(_NodesView(state))
     parts.append(_tasks(state))
+    why = state.why_tasks_wait
+    if why is not None:
+        parts.append(Text(why, style="yellow"))
     cost = _cost(state)
     if cost is not None:
         parts.append(cost)

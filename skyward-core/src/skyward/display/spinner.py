@@ -28,7 +28,9 @@ from skyward.events import (
     Error,
     InstanceInterrupted,
     LogLine,
+    NodeRemoved,
     Notice,
+    PoolResized,
     SkywardEvent,
 )
 
@@ -122,6 +124,10 @@ class SpinnerDisplay(DisplayBase):
                 case InstanceInterrupted(node=node, reason=reason):
                     text = f"node {node}: spot instance interrupted ({reason})"
                     self._print(Text(text, style="red"))
+                case NodeRemoved(node=node, reason=reason) if reason in ("lost", "reclaimed"):
+                    self._print(Text(f"node {node} {reason}: replacing it where the pool can", style="red"))
+                case PoolResized(desired=desired, current=current, reason=reason):
+                    self._print(Text(f"pool resized ({reason}): {current} -> {desired} nodes", style="cyan"))
                 case CostFinal():
                     self._refresh()
                 case _:

@@ -25,7 +25,10 @@ from skyward.events import (
     InstanceProvisioned,
     InstanceStopping,
     Metrics,
+    NodeAdded,
+    NodeRemoved,
     Notice,
+    PoolResized,
     PoolStarted,
     PoolStopping,
     SkywardEvent,
@@ -84,6 +87,7 @@ class DisplayState:
     errors: int = 0
     last_error: str | None = None
     notices: tuple[str, ...] = ()
+    desired: int | None = None  # the count a pool that changes size works towards (PoolResized)
 
     def node_of(self, instance_id: str | None) -> NodeView | None:
         """The node running ``instance_id``, if provisioned."""
@@ -96,6 +100,22 @@ class DisplayState:
     def waiting(self) -> int:
         """Instances requested but not provisioned yet."""
         return max(self.requested - len(self.nodes), 0)
+
+    @property
+    def ready_nodes(self) -> int:
+        """Nodes whose agents answered and that take work."""
+        return sum(1 for view in self.nodes if view.status == "ready")
+
+    @property
+    def why_tasks_wait(self) -> str | None:
+        """Why submitted tasks make no progress, when the pool has no node to run them: a
+        pool at zero starts one (elastic) or waits for a lost node's replacement."""
+        if self.phase != "ready" or self.tasks.running == 0 or self.ready_nodes > 0:
+            return None
+        tasks = f"{self.tasks.running} task{'s' if self.tasks.running != 1 else ''}"
+        if self.desired == 0:
+            return f"{tasks} wait: the pool is at 0 nodes and scales up on its next decision"
+        return f"{tasks} wait for a node: the pool has none ready and is starting one"
 
 
 def _advance(state: DisplayState, phase: Phase) -> DisplayState:
@@ -181,6 +201,13 @@ def reduce(state: DisplayState, event: SkywardEvent) -> DisplayState:
             return _update_node(state, iid, status="interrupted", step=None, error=reason)
         case Notice(message=message):
             return replace(state, notices=(*state.notices, message)[-MAX_NOTICES:])
+        case PoolResized(desired=desired):
+            return replace(state, desired=desired)
+        case NodeRemoved(instance_id=iid):
+            nodes = tuple(n for n in state.nodes if n.instance_id != iid)
+            return replace(state, nodes=nodes, requested=max(state.requested - 1, len(nodes)))
+        case NodeAdded(instance_id=iid):
+            return _update_node(state, iid, status="ready", step=None)
         case _:
             # LogLine is printed, not kept; unknown events change nothing.
             return state

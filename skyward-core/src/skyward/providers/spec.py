@@ -18,6 +18,7 @@ from skyward.scaling import Nodes
 
 if TYPE_CHECKING:
     from skyward.accelerators.spec import Accelerator
+    from skyward.scaling import Nodes
     from skyward.spot import SpotStrategy
 
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 class PoolSpec:
     provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
     image: Image
-    nodes: int = 1
+    nodes: int = 1  # launched at start: the desired count (0 for a pool born empty)
     machine: str | None = None
     accelerator: Accelerator | None = None
     cpu: int | None = None

@@ -38,7 +38,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from skyward.errors import NodeIdentityError, ProvisioningError, WheelRefusedError
+from skyward.errors import BootstrapTimeoutError, NodeIdentityError, ProvisioningError, WheelRefusedError
 from skyward.transport import wire
 from skyward.wheels import loader, stage
 
@@ -191,7 +191,7 @@ def _hello(
         now = clock()
         if now > deadline:
             silent = [i for i, info in enumerate(infos) if info is None]
-            raise ProvisioningError(describe(silent) + refusal_note([refusals[i] for i in silent]))
+            raise BootstrapTimeoutError(describe(silent) + refusal_note([refusals[i] for i in silent]))
         if now - last_hello >= HELLO_INTERVAL:
             last_hello = now
             for sock, info in zip(sockets, infos, strict=True):
