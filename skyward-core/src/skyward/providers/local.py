@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 import psutil
 
 from skyward.agent.config import READY_MARKER, STEP_MARKER
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import ConfigurationError, LaunchTimeoutError, ProvisioningError
 from skyward.events import (
     BootstrapProgress,
     BootstrapStarting,
@@ -193,8 +193,11 @@ class LocalDriver(Provider[Local]):
                     )
             if time.monotonic() > deadline:
                 self.terminate([])
-                raise ProvisioningError(
-                    f"local nodes did not start within bootstrap_timeout={self.config.bootstrap_timeout:g} s"
+                # a launch timeout, as a cloud's nodes not running in time: a pool with
+                # several candidates moves on to the next one (examples/24_failover.py)
+                raise LaunchTimeoutError(
+                    f"local nodes did not start within bootstrap_timeout={self.config.bootstrap_timeout:g} s; "
+                    "raise Local(bootstrap_timeout=...)"
                 )
             time.sleep(0.005)
         handles = []
