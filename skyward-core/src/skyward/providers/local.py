@@ -51,6 +51,7 @@ class Local(ProviderSettings):
     """
 
     transport: Literal["ipc", "tcp"] = "ipc"
+    """``"ipc"`` (default: private socket files) or ``"tcp"`` (loopback with CURVE, as across machines)."""
 
     def __post_init__(self) -> None:
         ProviderSettings.__post_init__(self)
