@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML, which MkDocs brings
 
 import skyward as sky
 
@@ -108,7 +109,7 @@ def test_every_faq_question_is_a_heading() -> None:
     assert len(re.findall(r"^## .+\?$", page, re.MULTILINE)) >= 10
 
 
-def _repeated_labels(entries: list[object], config_dir: Path, section: str = "") -> list[str]:
+def _repeated_labels(entries: Sequence[object], config_dir: Path, section: str = "") -> list[str]:
     """Labels a reader sees twice in one place: two entries of a section with the same
     label, or a section with a child of its own name (the reference's overview page once
     showed as "API reference" under "API reference")."""

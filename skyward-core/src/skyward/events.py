@@ -1,8 +1,8 @@
 """The events a pool emits over its lifetime.
 
 Every event is a small frozen value: callbacks may keep them, share them across threads
-and ``match`` on them. The fields of the seed events (api-reference, "Events") are kept
-exactly; the phases are:
+and ``match`` on them. Their fields are a stable API: new ones come last, with
+defaults. The phases are:
 
 * provision: ``InfraCreating`` -> ``InfraCreated`` -> ``InstanceLaunching`` ->
   ``InstanceProvisioned`` (one per instance); a pool with several candidates says
@@ -14,7 +14,7 @@ exactly; the phases are:
 * any time: ``Error``, ``Notice``, ``InstanceInterrupted``; a pool that changes size
   (elastic, or healing a lost node): ``NodeAdded``, ``NodeRemoved``, ``PoolResized``
 
-Three events are additions to the seed, because a live display cannot be drawn without
+Three events exist because a live display cannot be drawn without
 them: ``TaskProgress`` (how many tasks are done), ``InstanceInterrupted`` (a spot
 instance was reclaimed) and ``Notice`` (an informational message, such as a spot request
 that fell back to on-demand). ``CandidateFailed`` is a fourth, for failover; and
@@ -98,7 +98,7 @@ class InstanceProvisioned:
 @dataclass(frozen=True, slots=True)
 class CandidateFailed:
     """A candidate of the pool could not provide it, for a reason another candidate may
-    not share (addition to the seed); everything it made was removed, and the pool tries
+    not share; everything it made was removed, and the pool tries
     the next one. ``candidate`` is its index in ``ComputePool(provider=[...])``,
     ``reason`` the kind (``"capacity"``, ``"quota"``, ``"no offer"``, ``"price cap"``,
     ``"launch timeout"``) and ``message`` the provider's words."""
@@ -210,7 +210,7 @@ class LogLine:
 
 @dataclass(frozen=True, slots=True)
 class TaskProgress:
-    """Task counters of the pool, emitted whenever a task finishes (addition to the seed).
+    """Task counters of the pool, emitted whenever a task finishes.
 
     ``submitted`` counts every task sent so far, ``done`` those that returned and
     ``failed`` those that raised; ``submitted - done - failed`` are queued or running.
@@ -309,7 +309,7 @@ class Error:
 
 @dataclass(frozen=True, slots=True)
 class InstanceInterrupted:
-    """The provider reclaimed a spot instance (addition to the seed).
+    """The provider reclaimed a spot instance.
 
     ``reason`` is the provider's notice in words, e.g. "spot capacity reclaimed".
     """
@@ -324,7 +324,7 @@ class InstanceInterrupted:
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """Something worth telling the user that is not an error (addition to the seed),
+    """Something worth telling the user that is not an error,
     e.g. "spot unavailable on DigitalOcean: running on-demand"."""
 
     message: str
