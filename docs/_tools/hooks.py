@@ -8,6 +8,7 @@ so the Examples page links each one as it is in the repository.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
@@ -24,3 +25,13 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     for uri, source in FROM_REPOSITORY.items():
         files.append(File.generated(config, uri, abs_src_path=str(source)))
     return files
+
+
+# Docstrings written for Sphinx say ":class:`Provider`"; mkdocstrings renders the name as
+# code and leaves the role in front of it as text (":class: Provider" on the reference
+# pages). The role carries nothing a reader needs here, so it is dropped from the HTML.
+_SPHINX_ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):(?=<code)")
+
+
+def on_page_content(html: str, **_: object) -> str:
+    return _SPHINX_ROLE.sub("", html)

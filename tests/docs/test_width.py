@@ -88,3 +88,6 @@ def test_no_code_block_in_the_built_site_is_wider_than_the_column(tmp_path: Path
         str(p.relative_to(site)): lines for p in pages if (lines := wide_lines_in_html(p.read_text(encoding="utf-8")))
     }
     assert not wide, f"code blocks wider than {COLUMNS} columns on the site: {wide}"
+    # and no Sphinx role left as text in front of a name (":class: Provider")
+    roles = [str(p.relative_to(site)) for p in pages if re.search(r":(?:class|func|mod|meth):<code", p.read_text())]
+    assert not roles, f"a docstring's Sphinx role shows as text on: {roles}"
