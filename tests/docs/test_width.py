@@ -5,9 +5,9 @@ the right edge.
 61rem (the grid) - 2 x 12.1rem (the sidebars) - 2 x 1.2rem (its margins) = 34.4rem = 688 px
 at Material's 20 px root size; code is 0.85 x 0.8rem = 13.6 px Roboto Mono, 8.16 px a
 character, inside 2 x 16 px of padding: (688 - 32) / 8.16 = 80.4 characters. Narrower
-windows drop a sidebar first and give the column more room; a phone scrolls. Checked with
-headless Chromium on the built site at 1440 px: an 80-character line fits, an 81st
-character scrolls.
+windows drop a sidebar first and give the column more room; a phone scrolls. Screenshots
+of the built site in headless Chromium at 1440 px show 80-character lines ending inside
+the block, a few characters short of its edge.
 
 Both sides are checked: the Markdown (every fenced block of docs/, where a long line is
 fixed) and the built HTML (every ``<pre>``, which also holds what mkdocstrings renders:
