@@ -7,9 +7,12 @@
 - A candidate that fails for capacity, quota, price or a launch timeout is cleaned up and
   said in a ``CandidateFailed`` event; a bad configuration or credential stops at once.
 
-On Local the cloud pool is a dry run (validated, nothing provisioned) and a pool of two
-Local candidates runs; with SKYWARD_PROVIDER=aws (or digitalocean, verda) it runs on the
-cloud, trying its regions in turn.
+On Local the cloud pool is a dry run (validated, nothing provisioned), and a pool of two
+Local candidates fails over for real: the first one's nodes cannot start within its
+``bootstrap_timeout`` of 10 ms (a launch timeout, as a cloud region whose machines do not
+come up in time), so the pool removes what it started and runs on the second. With
+SKYWARD_PROVIDER=aws (or digitalocean, verda, vastai, runpod) the cloud pool runs too,
+trying its regions in turn.
 
 Run it with:  .venv/bin/python examples/24_failover.py
 """
@@ -32,7 +35,8 @@ def where() -> str:
 
 def say(event: object) -> None:
     if isinstance(event, CandidateFailed):
-        print(f"candidate {event.candidate} ({event.provider} {event.region or ''}) failed: {event.reason}")
+        where = f" ({event.region})" if event.region else ""
+        print(f"candidate #{event.candidate + 1} {event.provider}{where} failed, {event.reason}: {event.message}")
     elif isinstance(event, CostFinal):
         print(f"ran on {event.provider} in {event.region}: ${event.total_cost:.4f}")
 
@@ -54,8 +58,9 @@ def main() -> None:
     if dry_run_unless_cloud(cloud):
         with cloud as pool:
             print("instances:", where() @ pool)
-    with sky.ComputePool(provider=[sky.Local(), sky.Local()], display="quiet", on_event=say) as pool:
-        print("ran on", pool.provider_name, "->", where() >> pool)
+    too_slow = sky.Local(bootstrap_timeout=0.01)  # no agent answers within 10 ms
+    with sky.ComputePool(provider=[too_slow, sky.Local()], nodes=2, display="quiet", on_event=say) as pool:
+        print("ran on", pool.provider_name, "->", where() @ pool)
 
 
 if __name__ == "__main__":

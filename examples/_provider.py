@@ -79,7 +79,7 @@ def dry_run_unless_cloud(pool: sky.ComputePool) -> bool:
     print(
         f"dry run on {pool.provider_name}: nodes={spec.nodes}, accelerator={spec.accelerator}, "
         f"workers per node={spec.workers_per_node}, spot={spec.spot!r}; validated, nothing provisioned. "
-        "Set SKYWARD_PROVIDER=aws (or digitalocean, verda) to run it.",
+        f"Set SKYWARD_PROVIDER to one of {', '.join(CHOICES[1:])} to run it.",
         file=sys.stderr,
     )
     return False

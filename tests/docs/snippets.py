@@ -7,6 +7,11 @@ its first pool would start, which is where it stops, so everything the pool vali
 validated and nothing is provisioned. Markers are HTML comments: the site does not show
 them. Anything else that should not run is not Python: give it another language
 (```text, ```bash).
+
+A block followed by the marker ``<!-- output -->`` and a ```text block shows what it
+prints: the test compares that text with the block's standard output, line by line (trailing
+spaces and blank lines at the end aside). The pool's own log goes to standard error, so it
+is not part of it. A page may show the log too, in a ```text block without the marker.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ _BLOCK = re.compile(
     r"(?:<!--\s*snippet:\s*(?P<mode>[a-z]+)\s*-->\s*\n)?^(?P<fence>```+|~~~+)python[^\n]*\n(?P<code>.*?)^(?P=fence)\s*$",
     re.MULTILINE | re.DOTALL,
 )
+_OUTPUT = re.compile(
+    r"[ \t]*\n(?:[ \t]*\n)*<!--\s*output\s*-->[ \t]*\n(?P<fence>```+|~~~+)text[^\n]*\n(?P<text>.*?)^(?P=fence)\s*$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +38,7 @@ class Snippet:
     line: int
     mode: str
     code: str
+    output: str | None = None  # what the page shows it prints, if it shows that
 
     @property
     def id(self) -> str:
@@ -43,9 +53,20 @@ def snippets_in(path: Path) -> list[Snippet]:
         if mode not in MODES:
             raise ValueError(f"{path}:{text.count(chr(10), 0, match.start()) + 1}: snippet mode {mode!r}, use {MODES}")
         line = text.count("\n", 0, match.start("code")) + 1
-        found.append(Snippet(path, line, mode, match.group("code")))
+        shown = _OUTPUT.match(text, match.end())
+        found.append(Snippet(path, line, mode, match.group("code"), shown.group("text") if shown else None))
     return found
 
 
 def documentation_pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def printed(text: str) -> str:
+    """Output as compared: trailing spaces of each line and blank lines at the end dropped."""
+    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
+
+
+def shown_outputs(path: Path) -> int:
+    """How many ``<!-- output -->`` markers the page has (each must follow a Python block)."""
+    return len(re.findall(r"<!--\s*output\s*-->", path.read_text(encoding="utf-8")))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .snippets import ROOT, Snippet, documentation_pages, snippets_in
+from .snippets import ROOT, Snippet, documentation_pages, printed, shown_outputs, snippets_in
 
 RUNNER = Path(__file__).with_name("run_snippet.py")
 PLACEHOLDER_CREDENTIALS = {
@@ -49,6 +49,28 @@ def _run(snippet: Snippet, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_a_documented_snippet_runs_or_constructs(snippet: Snippet, tmp_path: Path) -> None:
     result = _run(snippet, tmp_path)
     assert result.returncode == 0, f"{snippet.id} ({snippet.mode}) failed:\n{result.stdout}\n{result.stderr}"
+    if snippet.output is not None:
+        assert printed(result.stdout) == printed(snippet.output), (
+            f"{snippet.id} prints something other than the output its page shows:\n{result.stdout}"
+        )
+
+
+@pytest.mark.parametrize("page", documentation_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shown_output_follows_a_python_block(page: Path) -> None:
+    # a marker the pattern does not attach to a block (a typo, a ```bash block) would
+    # show an output that no test compares
+    attached = sum(s.output is not None for s in snippets_in(page))
+    assert attached == shown_outputs(page), f"{page}: an <!-- output --> marker not right after a ```python block"
+
+
+def test_a_snippet_whose_shown_output_differs_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint(6 * 7)\n```\n\n<!-- output -->\n```text\n42\n```\n", encoding="utf-8")
+    (snippet,) = snippets_in(page)
+    assert snippet.output == "42\n"
+    result = _run(snippet, tmp_path)
+    assert printed(result.stdout) == printed(snippet.output)
+    assert printed(result.stdout) != printed("41\n")
 
 
 def test_the_pages_have_snippets_of_every_kind() -> None:

@@ -94,12 +94,23 @@ class AWS(CloudSettings):
     """
 
     region: str = "us-east-1"
+    """The AWS region, e.g. ``"us-east-1"``."""
     use_ssm: bool = False
+    """Reach each node's agent through an AWS Systems Manager session instead of its public address: no port
+    opens to the outside; the client needs ``session-manager-plugin``."""
     client_cidr: str | None = None
+    """Deprecated: use ``client_address``. A network (at most /8) allowed to reach the agent port; never
+    ``0.0.0.0/0``."""
     ami: str | None = None
+    """An explicit image id; ``None`` picks AWS's current GPU, Neuron or Ubuntu image for the instance type."""
     subnet_ids: Sequence[str] = ()
+    """Subnets to launch in (one VPC); ``()`` uses the region's default VPC, in the zones that offer the instance
+    type."""
     instance_profile: str | None = None
+    """An existing IAM instance profile for the nodes; ``None`` makes one per pool when S3 volumes or ``use_ssm``
+    need it."""
     endpoint_resolver: EndpointResolver | None = field(default=None, compare=False, repr=False)
+    """How the client reaches a node's agent; ``None``: the public address, or SSM tunnels with ``use_ssm``."""
 
     @property
     def ingress_cidr(self) -> str | None:

@@ -40,9 +40,13 @@ class S3Volume:
     """Mount ``s3://bucket/prefix`` at ``mount_path`` on every node of the pool."""
 
     mount_path: str
+    """Where the bucket appears on every node: an absolute path that hides no system directory (``/data``)."""
     bucket: str
+    """The S3 bucket's name (no ``s3://``)."""
     prefix: str = ""
+    """The key prefix mounted (``"datasets/"``); ``""``: the whole bucket."""
     read_only: bool = True
+    """Mount read-only (default); ``False`` lets the nodes write to the bucket."""
 
     def __post_init__(self) -> None:
         path = self.mount_path

@@ -1,8 +1,8 @@
 """The events a pool emits over its lifetime.
 
 Every event is a small frozen value: callbacks may keep them, share them across threads
-and ``match`` on them. The fields of the seed events (api-reference, "Events") are kept
-exactly; the phases are:
+and ``match`` on them. Their fields are a stable API: new ones come last, with
+defaults. The phases are:
 
 * provision: ``InfraCreating`` -> ``InfraCreated`` -> ``InstanceLaunching`` ->
   ``InstanceProvisioned`` (one per instance); a pool with several candidates says
@@ -14,7 +14,7 @@ exactly; the phases are:
 * any time: ``Error``, ``Notice``, ``InstanceInterrupted``; a pool that changes size
   (elastic, or healing a lost node): ``NodeAdded``, ``NodeRemoved``, ``PoolResized``
 
-Three events are additions to the seed, because a live display cannot be drawn without
+Three events exist because a live display cannot be drawn without
 them: ``TaskProgress`` (how many tasks are done), ``InstanceInterrupted`` (a spot
 instance was reclaimed) and ``Notice`` (an informational message, such as a spot request
 that fell back to on-demand). ``CandidateFailed`` is a fourth, for failover; and
@@ -54,6 +54,7 @@ class InfraCreated:
     """Shared infrastructure is ready in ``region``."""
 
     region: str
+    """The region the pool's shared resources were made in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +62,11 @@ class InstanceLaunching:
     """``count`` instances of ``instance_type`` were requested from ``provider``."""
 
     count: int
+    """How many instances are being launched."""
     instance_type: str
+    """The machine type launched."""
     provider: ProviderName
+    """The provider's name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,28 +78,41 @@ class InstanceProvisioned:
     """
 
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
     node: int
+    """The node's index in the pool, from 0."""
     spot: bool
+    """Whether the instance runs on the spot market."""
     provider: ProviderName
+    """The provider's name."""
     ip: str | None
+    """The address the client reaches the node at, or ``None`` before it has one."""
     instance_type: str | None
+    """The machine type, or ``None`` where the provider does not say."""
     price_on_demand: float | None
+    """On-demand price, USD per hour, or ``None`` where unknown."""
     price_spot: float | None
+    """Spot price, USD per hour, or ``None`` (on demand, or unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
 class CandidateFailed:
     """A candidate of the pool could not provide it, for a reason another candidate may
-    not share (addition to the seed); everything it made was removed, and the pool tries
+    not share; everything it made was removed, and the pool tries
     the next one. ``candidate`` is its index in ``ComputePool(provider=[...])``,
     ``reason`` the kind (``"capacity"``, ``"quota"``, ``"no offer"``, ``"price cap"``,
     ``"launch timeout"``) and ``message`` the provider's words."""
 
     candidate: int
+    """The candidate's index in ``ComputePool(provider=[...])``, from 0."""
     provider: ProviderName
+    """The candidate's provider name."""
     region: str | None
+    """The candidate's region, or ``None`` where it names none."""
     reason: str
+    """The kind of failure: ``"capacity"``, ``"quota"``, ``"no offer"``, ``"price cap"`` or ``"launch timeout"``."""
     message: str
+    """The provider's words."""
 
 
 # --- setup phase ----------------------------------------------------------------------
@@ -106,6 +123,7 @@ class BootstrapStarting:
     """The instance started running its bootstrap script."""
 
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +131,9 @@ class BootstrapProgress:
     """The instance's bootstrap entered ``step`` (see ``BootstrapStep``)."""
 
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
     step: BootstrapStep
+    """The step the bootstrap reached (``ttl``, ``apt``, ``deps``, ``server``, ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +141,7 @@ class BootstrapCompleted:
     """The instance's agent is up and serving."""
 
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,22 +162,34 @@ class Metrics:
     """
 
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
     node: int
+    """The node's index in the pool, from 0."""
     cpu_percent: float
+    """CPU use of the node, percent."""
     memory_percent: float
+    """Memory in use, percent of the total."""
     memory_used_mb: float
+    """Memory in use, MB."""
     memory_total_mb: float
+    """The node's memory, MB."""
     gpu_utilization: float | None
+    """GPU use, percent (the mean over the node's NVIDIA GPUs), or ``None`` without a GPU."""
     gpu_memory_used_mb: float | None
+    """GPU memory in use, MB (summed over the node's GPUs), or ``None`` without a GPU."""
     gpu_memory_total_mb: float | None
+    """GPU memory, MB (summed over the node's GPUs), or ``None`` without a GPU."""
     gpu_temperature: float | None
+    """The hottest GPU's temperature, degrees Celsius, or ``None`` without a GPU."""
 
     @property
     def cpu(self) -> float:
+        """``cpu_percent``, by its short name."""
         return self.cpu_percent
 
     @property
     def gpu(self) -> float | None:
+        """``gpu_utilization``, by its short name."""
         return self.gpu_utilization
 
 
@@ -166,25 +199,33 @@ class LogLine:
     seconds on the node."""
 
     node: int
+    """The node's index in the pool, from 0."""
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
     line: str
+    """The line, without its line end."""
     timestamp: float
+    """When the node read it, epoch seconds on the node."""
 
 
 @dataclass(frozen=True, slots=True)
 class TaskProgress:
-    """Task counters of the pool, emitted whenever a task finishes (addition to the seed).
+    """Task counters of the pool, emitted whenever a task finishes.
 
     ``submitted`` counts every task sent so far, ``done`` those that returned and
     ``failed`` those that raised; ``submitted - done - failed`` are queued or running.
     """
 
     done: int
+    """Tasks that returned a result."""
     submitted: int
+    """Tasks sent so far."""
     failed: int
+    """Tasks that raised."""
 
     @property
     def running(self) -> int:
+        """Tasks sent and not yet finished."""
         return max(self.submitted - self.done - self.failed, 0)
 
 
@@ -201,6 +242,7 @@ class InstanceStopping:
     """The instance is being terminated."""
 
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
 
 
 # --- cost -----------------------------------------------------------------------------
@@ -211,12 +253,19 @@ class CostUpdate:
     """Running cost estimate in USD, emitted periodically while the pool is up."""
 
     elapsed_seconds: float
+    """Seconds since the pool was ready."""
     accumulated_cost: float
+    """USD spent so far."""
     hourly_rate: float
+    """The pool's price now, USD per hour."""
     spot_count: int
+    """Nodes on spot."""
     ondemand_count: int
+    """Nodes on demand."""
     provider: ProviderName = ""
+    """The provider's name."""
     region: str = ""
+    """The pool's region."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +277,21 @@ class CostFinal:
     """
 
     total_cost: float
+    """USD the pool cost, from ready to stopped."""
     total_seconds: float
+    """Seconds from ready to stopped."""
     hourly_rate: float
+    """The pool's price, USD per hour."""
     spot_count: int
+    """Nodes that ran on spot."""
     ondemand_count: int
+    """Nodes that ran on demand."""
     savings_vs_ondemand: float
+    """USD saved against running every node on demand."""
     provider: ProviderName = ""
+    """The provider's name."""
     region: str = ""
+    """The pool's region."""
 
 
 # --- anytime --------------------------------------------------------------------------
@@ -245,27 +302,33 @@ class Error:
     """Something failed; ``instance_id`` names the instance when one is concerned."""
 
     message: str
+    """What went wrong, in words."""
     instance_id: str | None
+    """The instance it concerns, or ``None`` for the pool."""
 
 
 @dataclass(frozen=True, slots=True)
 class InstanceInterrupted:
-    """The provider reclaimed a spot instance (addition to the seed).
+    """The provider reclaimed a spot instance.
 
     ``reason`` is the provider's notice in words, e.g. "spot capacity reclaimed".
     """
 
     instance_id: str
+    """The provider's id of the instance (on Local, ``local-<pool id>-<node>``)."""
     node: int
+    """The node's index in the pool, from 0."""
     reason: str
+    """Why, in the provider's words (a spot reclaim notice)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """Something worth telling the user that is not an error (addition to the seed),
+    """Something worth telling the user that is not an error,
     e.g. "spot unavailable on DigitalOcean: running on-demand"."""
 
     message: str
+    """What to tell the user."""
 
 
 # --- a pool that changes size --------------------------------------------------------

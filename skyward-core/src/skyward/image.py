@@ -58,11 +58,20 @@ class Image:
     """
 
     python: str = CLIENT_PYTHON
+    """The nodes' Python minor version (``"3.12"``); the client's own by default, the only value that always
+    works, since functions travel pickled."""
     pip: Sequence[str] = ()
+    """Packages installed into the nodes' environment with uv, as pip requirement strings (``"torch==2.4"``,
+    ``"numpy"``)."""
     pip_extra_index_url: str | None = None
+    """An extra package index for ``pip`` (a PyTorch CUDA wheel index, a private index), or ``None``."""
     apt: Sequence[str] = ()
+    """System packages installed on cloud nodes; on Local they are checked to be installed, never installed."""
     env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables every worker starts with (``ComputePool(env=...)`` adds to them)."""
     bake: bool = False
+    """Save a bootstrapped node as a machine image and start later pools of this image from it (AWS; opt-in,
+    since the image bills for its storage)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.bake, bool):

@@ -35,9 +35,13 @@ class OfferTable:
     (no credentials, an API error) with why. Iterating gives the rows."""
 
     rows: tuple[Offer, ...]
+    """The offers, cheapest first for the whole pool on the market asked."""
     nodes: int
+    """The pool size the prices are for."""
     spot: bool
+    """Whether the prices are spot prices (True) or on-demand (False)."""
     skipped: tuple[tuple[str, str], ...] = ()
+    """Each provider that could not answer, with why: ``(name, reason)``."""
 
     def __iter__(self) -> Iterator[Offer]:
         return iter(self.rows)

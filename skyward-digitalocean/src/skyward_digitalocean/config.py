@@ -18,6 +18,7 @@ from skyward.providers.cloud import CloudSettings
 from skyward.providers.cloud.settings import check_urls
 
 TOKEN_ENV = "DIGITALOCEAN_TOKEN"
+"""The environment variable the API token is read from."""
 DEFAULT_API_URL = "https://api.digitalocean.com"
 
 REGIONS: tuple[str, ...] = ("nyc1", "nyc3", "sfo2", "sfo3", "ams3", "sgp1", "lon1", "fra1", "tor1")
@@ -47,8 +48,11 @@ class DigitalOcean(CloudSettings):
     """
 
     region: str = "nyc1"
+    """A region slug (``"nyc1"``, ``"tor1"``); checked against the regions that offer the chosen size."""
     image: str | None = None
+    """A droplet image slug; ``None``: Ubuntu for CPU sizes, DigitalOcean's AI/ML-ready image for GPU sizes."""
     api_url: str = DEFAULT_API_URL
+    """The API endpoint (plain http is refused except on loopback)."""
 
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)

@@ -52,11 +52,18 @@ from skyward_digitalocean.naming import (
 
 @dataclass(frozen=True, slots=True)
 class Reaped:
+    """What one reaper run deleted, and what it could not."""
+
     droplets: tuple[tuple[int, str, str], ...]  # (id, name, reason)
+    """Droplets deleted: ``(id, name, why)`` (powered off, or past their expiry)."""
     firewalls: tuple[str, ...]
+    """Names of the firewalls deleted."""
     ssh_keys: tuple[str, ...]
+    """Names of the SSH keys deleted."""
     tags: tuple[str, ...]
+    """Tags deleted."""
     failures: tuple[str, ...]
+    """What could not be deleted, each with why; tried again at the next run."""
 
 
 def _view(droplet: dict[str, Any]) -> DropletView:

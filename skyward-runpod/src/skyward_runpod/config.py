@@ -17,6 +17,7 @@ from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE, check_contai
 from skyward.providers.cloud.settings import check_urls
 
 KEY_ENV = "RUNPOD_API_KEY"
+"""The environment variable the API key is read from."""
 DEFAULT_API_URL = "https://api.runpod.io/graphql"
 CLOUDS = ("secure", "community")
 
@@ -38,12 +39,18 @@ class RunPod(CloudSettings):
     """
 
     third_party_hosts: ClassVar[bool] = True  # community hosts are strangers' machines
+    """True: community hosts are strangers' machines, so results are decoded with an allow-list unpickler."""
 
     cloud: str = "secure"
+    """``"secure"`` (RunPod's data-centre hosts, the default) or ``"community"`` (strangers' hosts, cheaper)."""
     image: str = DEFAULT_CUDA_IMAGE
+    """The container image (default: a CUDA 12.4 image with Python)."""
     disk_gb: int = 32
+    """Container disk per pod, GB."""
     bid_margin: float = 0.0
+    """A spot pod bids the GPU type's spot price times ``1 + bid_margin`` per GPU."""
     api_url: str = DEFAULT_API_URL
+    """The GraphQL endpoint (plain http only on loopback)."""
 
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)

@@ -18,6 +18,7 @@ from skyward.providers.cloud.marketplace import DEFAULT_CUDA_IMAGE, MIN_CUDA, ch
 from skyward.providers.cloud.settings import check_urls
 
 KEY_ENV = "VAST_API_KEY"
+"""The environment variable the API key is read from (else the vastai CLI's key file)."""
 KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")  # under $HOME: the CLI's new place, its old one
 DEFAULT_API_URL = "https://console.vast.ai/api/v0"
 IMAGE_LIMIT = 1024
@@ -47,15 +48,24 @@ class VastAI(CloudSettings):
     """
 
     third_party_hosts: ClassVar[bool] = True  # the hosts are strangers' machines
+    """True: the hosts are strangers' machines, so results are decoded with an allow-list unpickler."""
 
     image: str = DEFAULT_CUDA_IMAGE
+    """The container image (default: a CUDA 12.4 image with Python)."""
     disk_gb: int = 32
+    """Container disk per node, GB."""
     min_reliability: float = 0.98
+    """The least host reliability (VastAI's ``reliability2``, 0-1) an offer may have."""
     verified_only: bool = True
+    """Only hosts VastAI has verified."""
     min_cuda: float = MIN_CUDA
+    """The least CUDA version the host's driver must support."""
     min_inet_down: float = 100.0
+    """The least download bandwidth of the host, Mbit/s."""
     bid_margin: float = 0.2
+    """A spot node bids the offer's minimum bid times ``1 + bid_margin`` (never above its on-demand price)."""
     api_url: str = DEFAULT_API_URL
+    """The API endpoint, ending in ``/api/v0`` (plain http only on loopback)."""
 
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)

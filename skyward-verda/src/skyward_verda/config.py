@@ -17,7 +17,9 @@ from skyward.providers.cloud import CloudSettings
 from skyward.providers.cloud.settings import check_urls
 
 CLIENT_ID_ENV = "VERDA_CLIENT_ID"
+"""The environment variable the API client id is read from."""
 CLIENT_SECRET_ENV = "VERDA_CLIENT_SECRET"
+"""The environment variable the API client secret is read from."""
 DEFAULT_API_URL = "https://api.verda.com/v1"
 
 
@@ -43,9 +45,13 @@ class Verda(CloudSettings):
     """
 
     region: str | None = None
+    """A location code (``"FIN-01"``); ``None`` picks, at pool start, one with capacity for the instance type."""
     image: str | None = None
+    """OS image type; ``None`` takes the API's default image."""
     ssh_key_ids: Sequence[str] = ()
+    """SSH keys of yours to put on the nodes; empty: a throwaway key whose private half is discarded."""
     api_url: str = DEFAULT_API_URL
+    """The API endpoint, including ``/v1`` (plain http is refused except on loopback)."""
 
     def __post_init__(self) -> None:
         CloudSettings.__post_init__(self)

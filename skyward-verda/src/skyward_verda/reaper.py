@@ -36,10 +36,16 @@ from skyward_verda.naming import InstanceView, instances_to_reap, parse_descript
 
 @dataclass(frozen=True, slots=True)
 class Reaped:
+    """What one reaper run deleted, and what it could not."""
+
     instances: tuple[tuple[str, str, str], ...]  # (id, hostname, reason)
+    """Instances deleted: ``(id, hostname, why)`` (shut down, or past their expiry)."""
     scripts: tuple[str, ...]
+    """Names of the startup scripts deleted."""
     ssh_keys: tuple[str, ...]
+    """Names of the SSH keys deleted."""
     failures: tuple[str, ...]
+    """What could not be deleted, each with why; tried again at the next run."""
 
 
 def _view(instance: dict[str, Any]) -> InstanceView:

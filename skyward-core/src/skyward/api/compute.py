@@ -47,11 +47,15 @@ class PendingCompute(Generic[R]):
     """A deferred call ``fn(*args, **kwargs)`` that returns ``R`` when a pool runs it."""
 
     fn: Callable[..., R]
+    """The function to call on the worker (the one ``@compute`` wrapped)."""
     args: tuple[Any, ...] = ()
+    """Its positional arguments, sent with the task."""
     kwargs: dict[str, Any] = field(default_factory=dict)
+    """Its keyword arguments, sent with the task."""
 
     @property
     def name(self) -> str:
+        """The function's qualified name, as the pool's log and errors name the task."""
         return getattr(self.fn, "__qualname__", repr(self.fn))
 
     @property
@@ -149,6 +153,7 @@ class PendingBatch(Generic[R]):
     """Computations that run in parallel; ``batch >> pool`` returns their results in order."""
 
     items: tuple[PendingCompute[Any], ...]
+    """The computations, in the order their results come back."""
 
     def __len__(self) -> int:
         return len(self.items)

@@ -38,10 +38,15 @@ class Spec:
     """
 
     provider: ProviderSettings
+    """The provider configuration this candidate uses (``sky.AWS(region=...)``)."""
     accelerator: AcceleratorChoice | None = None
+    """This candidate's accelerator, or ``None``: the pool's."""
     spot: SpotChoice | None = None
+    """This candidate's spot strategy, or ``None``: the pool's."""
     machine: str | None = None
+    """This candidate's instance type by name, or ``None``: the pool's."""
     max_hourly_cost: float | None = None
+    """This candidate's price cap in USD per hour for the whole pool, or ``None``: the pool's."""
 
     def __post_init__(self) -> None:
         """Refused when made, not when a pool starts: a candidate names one known provider."""

@@ -20,6 +20,7 @@ class MultiPoolError(ProvisioningError):
     def __init__(self, message: str, failures: dict[int, BaseException]) -> None:
         super().__init__(message)
         self.failures = failures
+        """Each pool that failed to start, by its position in ``MultiPool(...)``, with its error."""
 
 
 class MultiPool:
@@ -35,6 +36,7 @@ class MultiPool:
         if len({id(p) for p in pools}) != len(pools):
             raise ConfigurationError("MultiPool was given the same ComputePool twice")
         self.pools: tuple[ComputePool, ...] = pools
+        """The pools, in the order given; ``with MultiPool(a, b) as (a, b):`` unpacks them."""
 
     def __enter__(self) -> tuple[ComputePool, ...]:
         self.open()
@@ -44,6 +46,9 @@ class MultiPool:
         self.close()
 
     def open(self) -> None:
+        """Start every pool in parallel; if any fails, stop them all and raise
+        ``MultiPoolError`` naming each failure (pools start in parallel because each start
+        is mostly waiting on a cloud: two take the time of the slower, not the sum)."""
         with ThreadPoolExecutor(max_workers=len(self.pools), thread_name_prefix="skyward-multipool") as executor:
             futures = [executor.submit(pool.open) for pool in self.pools]
             wait(futures)

@@ -50,24 +50,47 @@ class PoolOptions(TypedDict, total=False):
     """
 
     image: Image | None
+    """The nodes' environment (``Image()`` when left out)."""
     nodes: NodesChoice
+    """How many nodes: an int (a fixed pool, default 1), a ``(desired, max)`` pair or ``sky.Nodes`` (elastic)."""
     machine: str | None
+    """An instance type by name, bypassing selection (cloud providers)."""
     accelerator: AcceleratorChoice | None
+    """The accelerator each node has: ``"A100"``, ``"H100:8"``, an ``Accelerator`` value, MIG through ``mig=``."""
     cpu: int | None
+    """Minimum vCPUs per worker; a node must hold them times its workers."""
     memory: str | int | None
+    """Minimum memory per worker (``"32GB"``, ``"40GiB"``, or bytes)."""
     volume: Sequence[object] | None
+    """Volumes mounted on every node (``S3Volume``)."""
     spot: SpotChoice | None
+    """How much of the pool runs on spot: ``"always"``, ``"if-available"``, ``"never"``, a fraction, or a
+    ``Spot`` value; the provider's default when left out."""
     timeout: float
+    """Seconds the pool may live; it stops itself after this (default 3600)."""
     env: Mapping[str, str] | None
+    """Environment variables for the workers, merged into the image's."""
     concurrency: int
+    """Worker processes per accelerator partition on each node (default 1)."""
     display: str
+    """``"log"`` (default), ``"spinner"`` or ``"quiet"``."""
     on_event: EventHandler | None
+    """A callback given every event of the pool."""
     collect_metrics: bool
+    """Whether nodes report CPU, memory and GPU metrics (default True)."""
     pip: Sequence[str] | None
+    """Shorthand: packages added to ``image.pip``."""
     safe_results: bool | None
+    """Read results with an allow-list unpickler; ``None``: on where the provider's hosts are third parties."""
     allow_results: Sequence[str | type]
+    """In safe mode, more types a result may hold: classes, ``"pkg.module.Type"`` or ``"pkg.module.*"``."""
     selection: str
+    """With several candidates: ``"first"`` (default) in the order given, ``"cheapest"`` by live price."""
     max_hourly_cost: float | None
+    """USD per hour for the whole pool; a candidate above it is passed over before anything is made."""
     autoscale_cooldown: float
+    """Seconds between two changes of an elastic pool's size (default 30)."""
     autoscale_idle_timeout: float
+    """Seconds a node must be idle before an elastic pool removes it (default 60)."""
     replace_lost_nodes: bool
+    """Whether a node lost for any reason is replaced, its tasks run again (default True)."""

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 import psutil
 
 from skyward.agent.config import READY_MARKER, STEP_MARKER
-from skyward.errors import ConfigurationError, ProvisioningError
+from skyward.errors import BootstrapTimeoutError, ConfigurationError, ProvisioningError
 from skyward.events import (
     BootstrapProgress,
     BootstrapStarting,
@@ -51,6 +51,7 @@ class Local(ProviderSettings):
     """
 
     transport: Literal["ipc", "tcp"] = "ipc"
+    """``"ipc"`` (default: private socket files) or ``"tcp"`` (loopback with CURVE, as across machines)."""
 
     def __post_init__(self) -> None:
         ProviderSettings.__post_init__(self)
@@ -286,8 +287,11 @@ class LocalDriver(Provider[Local]):
                         f"{node.process.returncode}):\n" + "\n".join(tail)
                     )
             if time.monotonic() > deadline:
-                raise ProvisioningError(
-                    f"local nodes did not start within bootstrap_timeout={self.config.bootstrap_timeout:g} s"
+                # a bootstrap timeout, as a cloud's nodes not answering in time: a pool with
+                # several candidates moves on to the next one (examples/24_failover.py)
+                raise BootstrapTimeoutError(
+                    f"local nodes did not start within bootstrap_timeout={self.config.bootstrap_timeout:g} s; "
+                    "raise Local(bootstrap_timeout=...)"
                 )
             time.sleep(0.005)
 

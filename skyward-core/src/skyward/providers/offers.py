@@ -42,14 +42,23 @@ class Offer:
     ``spot_hourly`` is ``None`` where it has no spot market)."""
 
     provider: str
+    """The provider's name (``"aws"``)."""
     region: str
+    """The region the machine type is offered in."""
     instance: str
+    """The machine type's name at the provider (``"g5.xlarge"``)."""
     accelerator: str | None
+    """The accelerator's catalog name, or ``None`` for a CPU machine."""
     accelerator_count: int
+    """Accelerators per machine (0 for a CPU machine)."""
     vcpus: int
+    """Virtual CPUs per machine."""
     memory_gib: float
+    """Memory per machine, GiB."""
     on_demand_hourly: float | None
+    """On-demand price, USD per hour per node (``None``: not sold on demand there)."""
     spot_hourly: float | None
+    """Spot price, USD per hour per node (``None``: no spot market there)."""
 
     def hourly(self, spot: bool) -> float | None:
         """One node's price per hour on that market (``None``: not sold there)."""

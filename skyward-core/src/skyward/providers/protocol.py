@@ -32,18 +32,29 @@ class NodeHandle:
     """One launched node. ``endpoint`` is where the pool's client connects (its agent)."""
 
     node: int
+    """The node's index in the pool, from 0."""
     instance_id: str
+    """The provider's id of the instance."""
     endpoint: str
+    """Where the pool's client reaches the node's agent (``tcp://host:port`` or an ipc path)."""
     instance_type: str
+    """The machine type the node runs on."""
     spot: bool = False
+    """Whether the node runs on the spot market."""
     ip: str | None = None
+    """The node's public address, or ``None`` where it has none."""
     private_ip: str | None = None
+    """The node's address inside the provider's network, or ``None``."""
     price_on_demand: float = 0.0
+    """On-demand price, USD per hour."""
     price_spot: float | None = None
+    """Spot price, USD per hour, or ``None`` (on demand, or unknown)."""
     extra: tuple[tuple[str, str], ...] = ()
+    """Provider facts about the node as ``(key, value)`` pairs (its name, its region), shown in the log."""
 
     @property
     def hourly_price(self) -> float:
+        """What the node costs per hour on its market: the spot price on spot, else on-demand."""
         return self.price_spot if self.spot and self.price_spot is not None else self.price_on_demand
 
 

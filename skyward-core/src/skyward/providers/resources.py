@@ -26,15 +26,25 @@ __all__ = [
 
 # Kinds of resource a pool can leave; providers may add others (the command shows any).
 INSTANCE = "instance"
+"""A machine (EC2 instance, droplet, Verda instance, pod)."""
 SECURITY_GROUP = "security-group"
+"""An AWS security group."""
 FIREWALL = "firewall"
+"""A DigitalOcean cloud firewall."""
 KEY_PAIR = "key-pair"
+"""An AWS key pair."""
 SSH_KEY = "ssh-key"
+"""An SSH key registered with a provider."""
 ROLE = "role"
+"""An AWS IAM role."""
 INSTANCE_PROFILE = "instance-profile"
+"""An AWS IAM instance profile."""
 VOLUME = "volume"
+"""A disk volume left without its machine (AWS EBS)."""
 STARTUP_SCRIPT = "startup-script"
+"""A Verda startup script."""
 TAG = "tag"
+"""A DigitalOcean tag."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,27 +59,43 @@ class Resource:
     """
 
     provider: str
+    """The provider's name (``"aws"``)."""
     region: str
+    """Where it is."""
     pool_id: str
+    """The pool that made it (``sky-1a2b3c4d``)."""
     kind: str
+    """What it is: ``instance``, ``security-group``, ``firewall``, ``key-pair``, ... (the constants of this
+    module)."""
     id: str
+    """The provider's id of it."""
     state: str
+    """The provider's word for its state (``running``, ``stopped``, ...)."""
     created: float | None
+    """When it was made, Unix time, or ``None`` where the provider does not say."""
     expires_at: float | None
+    """When its pool expires, Unix time, or ``None`` where it carries no mark."""
     hourly_price: float | None
+    """USD per hour while it exists, or ``None``: free or unknown."""
     name: str = ""
+    """Its name, where it has one besides its id."""
     idle: bool = False
+    """A machine that no longer runs a node but still bills; it may go before its expiry."""
 
     def expired(self, now: float) -> bool:
+        """Whether its pool's expiry has passed at ``now`` (Unix time)."""
         return self.expires_at is not None and now > self.expires_at
 
     def age(self, now: float) -> float | None:
+        """Seconds since it was made, at ``now``; ``None`` where unknown."""
         return None if self.created is None else max(0.0, now - self.created)
 
     def expires_in(self, now: float) -> float | None:
+        """Seconds until its pool's expiry (negative once past); ``None`` without a mark."""
         return None if self.expires_at is None else self.expires_at - now
 
     def cost_so_far(self, now: float) -> float | None:
+        """USD it has cost since it was made, at ``now``; ``None`` where unknown."""
         age = self.age(now)
         if age is None or self.hourly_price is None:
             return None
@@ -88,8 +114,11 @@ class Removal:
     only when a fresh listing no longer shows it (or shows it terminated)."""
 
     resource: Resource
+    """The resource asked to be deleted."""
     removed: bool
+    """True only when a fresh listing no longer shows it (or shows it terminated)."""
     detail: str = ""
+    """Why not, when it was not removed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +130,17 @@ class CredentialCheck:
     and why, so the command never advises a new token to a user who is offline."""
 
     provider: str
+    """The provider's name."""
     found: bool
+    """Whether credentials were found where the provider looks."""
     valid: bool
+    """Whether the provider accepted them (one read call that changes nothing)."""
     detail: str
+    """What was found, or what the provider answered."""
     fix: str = ""
+    """What to do, in one line, when they were not found or not accepted."""
     reachable: bool = True
+    """False when the read got no answer at all: the credentials were not judged."""
 
 
 @runtime_checkable

@@ -48,10 +48,18 @@ class ProviderSettings:
     """
 
     third_party_hosts: ClassVar[bool] = False
+    """True for providers whose nodes run on hosts the user does not control (marketplaces): results from them
+    are decoded with an allow-list unpickler."""
 
     grace_period: float = DEFAULT_GRACE_PERIOD
+    """Seconds a node's agent keeps running without hearing from the client before it exits (and a cloud node
+    shuts itself down)."""
     bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT
+    """Seconds to wait for every node's agent to answer, environment build included, before the pool gives up and
+    removes everything."""
     client_address: str | None = None
+    """The public IPv4 address the client connects from, which a cloud's firewall admits alone; ``None``:
+    discovered when the pool starts."""
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -24,23 +24,42 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class PoolSpec:
+    """A pool's parameters, validated: what a provider is asked to provide (``ComputePool``
+    builds it; ``pool.spec`` shows it)."""
+
     provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
+    """The provider's configuration (``Local()``, ``AWS(...)``)."""
     image: Image
     nodes: int = 1  # launched at start: the desired count (0 for a pool born empty)
+    """The nodes launched at start: the desired count (0 for a pool born empty)."""
     machine: str | None = None
+    """An instance type by name, bypassing selection, or ``None``."""
     accelerator: Accelerator | None = None
+    """The accelerator each node has, or ``None`` for CPU nodes."""
     cpu: int | None = None
+    """Minimum vCPUs per worker, or ``None``."""
     memory_mb: int | None = None
+    """Minimum memory per worker, MB, or ``None``."""
     volumes: tuple[object, ...] = ()
+    """Volumes mounted on every node."""
     spot: SpotStrategy | None = None  # None: the provider's default
+    """The spot strategy; ``None``: the provider's default."""
     timeout: float = 3600.0
+    """Seconds the pool may live."""
     concurrency: int = 1
+    """Worker processes per accelerator partition on each node."""
     display: str = "log"
+    """``"log"``, ``"spinner"`` or ``"quiet"``."""
     collect_metrics: bool = True
+    """Whether nodes report metrics."""
     partitions: int = 1
+    """Accelerator partitions per node (MIG), 1 without."""
     max_hourly_cost: float | None = None  # USD per hour for the whole pool; None: no cap
+    """USD per hour for the whole pool, or ``None``: no cap."""
     pool_id: str = field(default_factory=lambda: "sky-" + secrets.token_hex(4))
+    """The pool's id (``sky-`` and 8 hex digits), in every resource's name and tags."""
     scaling: Nodes | None = None  # how far the pool may grow and shrink; None: ``nodes``, fixed
+    """How far the pool may grow and shrink; ``None``: a fixed pool of ``nodes``."""
 
     @property
     def max_nodes(self) -> int:
@@ -55,4 +74,5 @@ class PoolSpec:
 
     @property
     def total_workers(self) -> int:
+        """Worker processes in the whole pool: what ``@`` runs once each."""
         return self.nodes * self.workers_per_node

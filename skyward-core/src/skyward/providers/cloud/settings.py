@@ -99,13 +99,22 @@ class CloudSettings(ProviderSettings):
     """
 
     agent_port: int = DEFAULT_AGENT_PORT
+    """The TCP port each node's agent listens on (CURVE-encrypted); its workers take the ports right after it."""
     provision_timeout: float = 900.0
+    """Seconds to wait for every instance to be running."""
     poll_interval: float = 3.0
+    """Seconds between status polls while instances start, and between checks for spot instances taken away."""
     address_url: str = DEFAULT_ADDRESS_URL
+    """Where ``client_address=None`` is discovered."""
     api_timeout: float = 60.0
+    """Seconds one API call may take before it counts as failed."""
     api_retries: int = 8
+    """Attempts per API call for rate limits (429) and, where repeating is safe, server errors."""
     api_backoff: float = 0.5
+    """Seconds of the first wait between attempts (doubling, at most 30 s) when the API does not say; 0 retries
+    at once."""
     reap: bool = True
+    """On every pool start, delete what earlier pools left behind (stopped, or past their expiry label)."""
 
     def __post_init__(self) -> None:
         ProviderSettings.__post_init__(self)
