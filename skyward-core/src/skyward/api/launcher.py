@@ -250,7 +250,7 @@ class Launcher:
             [n.endpoint for n in handles],
             self.keys,
             fleet.on_node_message,
-            rerun_interrupted=any(n.spot for n in handles),
+            rerun_lost=True,  # a lost or drained node's tasks run again on the others (each function's retries)
             decoder=candidate.decoder,
             port_map=fleet.port_map(),
             wheels=self.wheels,
