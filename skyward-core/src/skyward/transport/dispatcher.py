@@ -466,7 +466,14 @@ class Dispatcher:
         self._maybe_idle.clear()
 
     def _node_idle(self, node: int) -> bool:
-        return all(self._workers[k].load() == 0 and not self._workers[k].targeted for k in self._nodes[node])
+        """Nothing sent to its workers, nothing waiting for one of them alone (the
+        queues keep the ids of cancelled tasks until they reach their head)."""
+        tasks = self._tasks
+        for key in self._nodes[node]:
+            worker = self._workers[key]
+            if worker.load() or any(t in tasks for t in worker.targeted):
+                return False
+        return True
 
     def _take(self, worker: _WorkerState, queue: deque[int], limit: int, now: float) -> list[int]:
         sent: list[int] = []
@@ -601,7 +608,7 @@ class Dispatcher:
             for key in keys:
                 worker = self._workers[key]
                 running += len(worker.inflight)
-                targeted += len(worker.targeted)
+                targeted += sum(1 for t in worker.targeted if t in self._tasks)
                 held += worker.load()
             if self._usable_node(node):
                 per_node[node] = held
