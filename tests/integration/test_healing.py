@@ -22,6 +22,7 @@ import pytest
 from agent_support import Agents, task
 from deadline_support import within
 
+import skyward as sky
 from skyward.errors import NodeLostError
 from skyward.transport import wire
 from skyward.transport.client import PoolClient, RemoteStream
@@ -323,3 +324,35 @@ def test_what_waits_for_a_node_fails_when_the_pool_gives_up(agents: Agents, jour
         for future in futures:
             with pytest.raises(NodeLostError, match="could not replace node 0: no capacity"):
                 future.result(timeout=10)
+
+
+# -- through a pool: each function's retries reach the client --------------------------------
+
+
+@sky.compute(retries=0)
+def at_most_once(index: int, journal: str, gate: str) -> int:
+    return work(index, journal, gate)
+
+
+@sky.compute
+def again_once(index: int, journal: str, gate: str) -> int:
+    return work(index, journal, gate)
+
+
+def test_a_pools_task_follows_its_functions_retries_when_its_node_is_killed(journal: str, tmp_path: Path) -> None:
+    gate = str(tmp_path / "gate")
+    with sky.ComputePool(nodes=2, display="quiet", provider=sky.Local(grace_period=10)) as pool:
+        once = pool.submit(at_most_once(1, journal, gate))
+        twice = pool.submit(again_once(2, journal, gate))
+        _until("both running", lambda: len(_starts(journal)) == 2)
+        agent = dict(_starts(journal))["1"]
+        os.kill(agent, signal.SIGKILL)  # the node of the at-most-once task; its workers die with it
+        with pytest.raises(NodeLostError, match=r"runs at most once \(sky\.compute\(retries=0\)\)"):
+            within("the at-most-once task", once.result)
+        Path(gate).touch()
+        assert within("the other task", twice.result) == 4
+        assert within(
+            "a gather on the node left",
+            lambda: sky.gather(*(again_once(i, journal, "") for i in range(10, 13))) >> pool,
+        ) == (100, 121, 144)
+    assert [what for what, _ in _starts(journal)].count("1") == 1
