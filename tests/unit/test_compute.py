@@ -180,6 +180,7 @@ def test_compute_with_retries_rewraps_a_compute_function_with_the_new_value() ->
 
 @pytest.mark.parametrize("bad", [-1, 11, 1.5, True, "2"])
 def test_retries_out_of_range_or_not_a_whole_number_are_refused_naming_the_parameter(bad: object) -> None:
-    with pytest.raises(ConfigurationError, match=r"sky\.compute\(retries=.*\): must be a whole number from 0") as raised:
+    expected = r"sky\.compute\(retries=.*\): must be a whole number from 0"
+    with pytest.raises(ConfigurationError, match=expected) as raised:
         sky.compute(retries=bad)  # type: ignore[arg-type]
     assert "to 10" in str(raised.value)
