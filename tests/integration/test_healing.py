@@ -188,7 +188,8 @@ def test_a_task_whose_function_runs_at_most_once_fails_and_one_run_again_too_oft
                 within("the task lost twice", default.result)
     finally:
         agents.close()
-    assert [what for what, _ in _starts(journal)] == ["1", "2", "2"]
+    started = [what for what, _ in _starts(journal)]
+    assert collections.Counter(started) == {"1": 1, "2": 2} and started[-1] == "2"  # 1 never ran twice
 
 
 def test_a_task_with_two_retries_survives_two_lost_nodes(agents: Agents, journal: str, tmp_path: Path) -> None:
