@@ -71,3 +71,23 @@ def check_streams(pool: sky.ComputePool) -> None:
     for value in counts(3) >> pool:
         assert_type(value, int)
     assert_type(sky.gather(counts(1), counts(2)) >> pool, tuple[Iterator[int], ...])
+
+
+@sky.compute(retries=0)
+def charge(amount: int) -> float:
+    return amount / 100
+
+
+@sky.compute(retries=2)
+def ticks(n: int) -> Iterator[int]:
+    yield from range(n)
+
+
+def check_retries(pool: sky.ComputePool) -> None:
+    # @sky.compute(retries=n) keeps the function's types, as plain @sky.compute does
+    assert_type(charge(250), sky.PendingCompute[float])
+    assert_type(charge(250) >> pool, float)
+    assert_type(charge.local(3), float)
+    assert_type(ticks(3) >> pool, Iterator[int])
+    assert_type(sky.compute(retries=1)(charge.local)(3), sky.PendingCompute[float])
+    charge("250")  # type: ignore[arg-type]  # the parameters are checked too

@@ -1,5 +1,5 @@
 """The client's node table without a network: what an agent's INFO must hold, plain tcp
-refused, node order with gaps (nodes that left), and how ``@`` names a lost node."""
+refused, node order with gaps (nodes that left)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import zmq
 
-from skyward.errors import NodeLostError, ProvisioningError
+from skyward.errors import ProvisioningError
 from skyward.transport.links import Links, NodeLink, WorkerLink, node_info
 
 
@@ -49,13 +49,3 @@ def test_nodes_come_in_index_order_whatever_joined_or_left(links: Links) -> None
     assert links.find_worker((2, 0)) is None
     assert links.find_worker((4, 1)) is None
     assert links.find_worker((4, 0)) is links.worker((4, 0))
-
-
-def test_a_lost_node_fails_a_computation_for_every_worker_naming_it_and_why(links: Links) -> None:
-    _node(links, 0)
-    lost = _node(links, 1)
-    links.check_every_node_alive()
-    lost.lost = True
-    lost.workers[0].last_death = "node 1 stopped answering for 20 s"
-    with pytest.raises(NodeLostError, match=r"node 1 of the pool was lost \(node 1 stopped answering for 20 s\)"):
-        links.check_every_node_alive()

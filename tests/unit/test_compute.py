@@ -145,3 +145,42 @@ def test_a_generator_functions_computation_is_a_stream() -> None:
 
     assert gen(2).is_stream
     assert not plain(2).is_stream
+
+
+@sky.compute(retries=0)
+def charge_card(amount: int) -> int:
+    return amount
+
+
+@sky.compute(retries=3)
+def idempotent(x: int) -> int:
+    return x
+
+
+def test_retries_travel_with_each_computation_and_default_to_the_pools() -> None:
+    assert add(1).retries is None and add.retries is None
+    assert charge_card(5).retries == 0 and idempotent(1).retries == 3
+    assert charge_card.local(7) == 7 and charge_card.__name__ == "charge_card"
+    assert "retries=0" in repr(charge_card)
+
+
+def test_retries_survive_pickling_of_the_computation_and_the_function() -> None:
+    for pending in (charge_card(5), idempotent(2)):
+        copy = pickle.loads(cloudpickle.dumps(pending))
+        assert copy.retries == pending.retries and copy.args == pending.args
+    assert pickle.loads(cloudpickle.dumps(idempotent)).retries == 3
+
+
+def test_compute_with_retries_rewraps_a_compute_function_with_the_new_value() -> None:
+    assert sky.compute(retries=None)(add) is add
+    again = sky.compute(retries=2)(add)
+    assert again is not add and again.retries == 2 and again.local is add.local
+    assert sky.compute(add, retries=1).retries == 1
+
+
+@pytest.mark.parametrize("bad", [-1, 11, 1.5, True, "2"])
+def test_retries_out_of_range_or_not_a_whole_number_are_refused_naming_the_parameter(bad: object) -> None:
+    expected = r"sky\.compute\(retries=.*\): must be a whole number from 0"
+    with pytest.raises(ConfigurationError, match=expected) as raised:
+        sky.compute(retries=bad)  # type: ignore[arg-type]
+    assert "to 10" in str(raised.value)

@@ -1,10 +1,15 @@
 """The dispatcher alone, no sockets: windows, cancellation, node loss, re-runs.
 
 The state machine at the end drives it with hypothesis through interleavings of submit,
-send, complete, cancel, recall answers, worker death, interruption and node loss, with
-a model of the workers (each runs what it was sent in order, one at a time), and checks
-after every step that no task ends twice, nothing cancelled starts, no task waits in
-the queue while a worker is idle, and a worker never holds more than its window.
+send, complete, cancel, recall answers, worker death, interruption, node loss (and a lost
+node answering late), nodes leaving and joining, and the pool giving up on nodes, with a
+model of the workers (each runs what it was sent in order, one at a time), for pools that
+re-run lost work or not and wait for nodes or not. It checks after every step that no
+task ends twice (the first result wins), nothing cancelled starts, no task runs more
+often than its retries allow, a lost node's tasks run again exactly when the rules say
+and go to the front of the queue, only what was on a lost node fails unless no node is
+left, no task waits in the queue while a worker is idle, a worker never holds more than
+its window, and the load adds up.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections import deque
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from skyward.transport.dispatcher import MAX_WINDOW, PREFETCH_SECONDS, CancelOutcome, Dispatcher
 
@@ -119,9 +124,9 @@ def test_losing_the_last_node_fails_everything_queued() -> None:
 
 
 def test_an_interrupted_node_gives_its_rerunnable_tasks_back_and_the_first_result_wins() -> None:
-    d = Dispatcher([1, 1])
-    d.submit(1, QUICK, rerunnable=True)
-    d.submit(2, QUICK, rerunnable=True)
+    d = Dispatcher([1, 1], rerun_lost=True)
+    d.submit(1, QUICK)
+    d.submit(2, QUICK)
     held = {ids[0]: key for key, ids in d.assign(0.0)}
     d.drain(held[1][0])
     assert d.assign(0.0) == []  # the other worker is busy with task 2
@@ -168,7 +173,7 @@ def test_a_node_that_leaves_fails_what_it_held_and_its_queue_goes_to_the_others(
     assert d.assign(0.0) == [((1, 0), [1])]
     d.drain(1)
     assert d.node_load(1) == 1  # task 1 still runs there
-    assert sorted(d.remove_node(1)) == [1, 2]
+    assert sorted(f.task_id for f in d.remove_node(1)) == [1, 2]
     assert d.node_load(1) == 0 and d.workers() == [(0, 0)]
     assert d.submit(3, SLOW, target=(1, 0)) == "the pool has no worker 0 on node 1"
     d.submit(4, SLOW)
@@ -221,13 +226,203 @@ def test_tasks_queued_behind_a_long_direct_call_are_stolen() -> None:
     assert d.recalls() == {busy: behind}  # all of them: the direct call runs first
 
 
+def test_a_lost_nodes_running_tasks_go_back_to_the_front_of_the_queue_and_run_elsewhere() -> None:
+    d = Dispatcher([1, 1], rerun_lost=True)
+    for task_id in range(1, 6):
+        d.submit(task_id, SLOW)
+    held = {key: ids for key, ids in d.assign(0.0)}
+    assert held == {(0, 0): [1], (1, 0): [2]}
+    assert d.node_lost(1, "node 1 stopped answering") == []
+    assert d.queued() == [2, 3, 4, 5]  # in front of what waited
+    d.completed((0, 0), 1, 0.1, 0.1)
+    assert d.assign(0.1) == [((0, 0), [2])]
+
+
+def test_a_task_whose_function_runs_at_most_once_fails_with_its_node() -> None:
+    d = Dispatcher([1, 1], rerun_lost=True)
+    d.submit(1, SLOW, retries=0)
+    d.submit(2, SLOW, retries=0)
+    d.assign(0.0)
+    [failure] = d.node_lost(1, "node 1 stopped answering")
+    assert failure.task_id == 2 and failure.node_lost
+    assert failure.reason == (
+        "node 1 stopped answering; its function runs at most once (sky.compute(retries=0)), so it was not run again"
+    )
+    assert d.is_pending(1)
+
+
+def test_a_task_runs_again_as_many_times_as_its_retries_and_no_more() -> None:
+    d = Dispatcher([1, 1, 1, 1], rerun_lost=True)
+    d.submit(1, SLOW, retries=2)
+    for node in range(3):
+        [(key, [task])] = d.assign(float(node))
+        assert key[0] == node and task == 1
+        failures = d.node_lost(node, f"node {node} died")
+        if node < 2:
+            assert failures == [] and d.queued() == [1]
+    assert [f.reason for f in failures] == [
+        "node 2 died; it had been run again 2 times already, all its function allows "
+        "(sky.compute(retries=2) raises that)"
+    ]
+    assert d.pending() == 0
+
+
+def test_a_pool_that_does_not_rerun_lost_work_fails_what_the_node_ran() -> None:
+    d = Dispatcher([1, 1])
+    d.submit(1, SLOW)
+    d.submit(2, SLOW)
+    d.assign(0.0)
+    [failure] = d.node_lost(1, "gone")
+    assert failure.task_id == 2 and "does not run a lost node's tasks again" in failure.reason
+
+
+def test_the_first_result_of_a_task_run_again_wins_even_when_it_comes_from_the_lost_node() -> None:
+    d = Dispatcher([1, 1], rerun_lost=True)
+    d.submit(1, SLOW)
+    d.submit(2, SLOW)
+    d.assign(0.0)
+    d.node_lost(1, "stopped answering")  # task 2 goes back to the queue
+    d.completed((0, 0), 1, 0.1, 0.1)
+    assert d.assign(0.1) == [((0, 0), [2])]
+    assert d.completed((1, 0), 2, 0.1, 0.2) is True  # the stopped node came back and answered first
+    assert d.completed((0, 0), 2, 0.1, 0.3) is False  # the re-run's result is dropped
+    assert d.pending() == 0 and d.inflight((0, 0)) == []
+
+
+def test_a_lost_stream_starts_again_only_when_the_client_says_its_reader_had_nothing() -> None:
+    d = Dispatcher([2, 1], rerun_lost=True)
+    d.submit(1, SLOW, stream=True)
+    d.submit(2, SLOW, stream=True)
+    d.submit(3, SLOW)
+    held = {ids[0]: key for key, ids in d.assign(0.0)}
+    assert all(key[0] == 0 for key in (held[1], held[2]))
+    asked: list[int] = []
+
+    def restart(task_id: int) -> str | None:
+        asked.append(task_id)
+        return "the stream had delivered 3 values to its reader" if task_id == 2 else None
+
+    failures = d.node_lost(0, "node 0 died", restart)
+    assert sorted(asked) == [1, 2]
+    assert [(f.task_id, f.reason) for f in failures] == [
+        (2, "node 0 died; the stream had delivered 3 values to its reader")
+    ]
+    assert d.queued() == [1]
+
+
+def test_a_drained_node_keeps_the_tasks_that_may_run_only_once_and_its_streams() -> None:
+    d = Dispatcher([1, 1], rerun_lost=True)
+    d.submit(1, SLOW, retries=0)
+    d.submit(2, SLOW, stream=True)
+    held = {ids[0]: key for key, ids in d.assign(0.0)}
+    d.drain(held[1][0])
+    d.drain(held[2][0])
+    assert d.queued() == []
+    assert d.node_load(0) == 1 and d.node_load(1) == 1  # they finish where they are
+
+
+def test_with_no_node_left_work_fails_unless_the_pool_waits_for_nodes() -> None:
+    strict = Dispatcher([1])
+    strict.submit(1, SLOW)
+    strict.submit(2, SLOW)
+    strict.assign(0.0)
+    failures = strict.node_lost(0, "gone")
+    assert [(f.task_id, f.reason) for f in failures] == [
+        (1, "gone; this pool does not run a lost node's tasks again"),
+        (2, "every node of the pool is gone (gone)"),
+    ]
+    assert strict.submit(3, SLOW) == "every node of the pool is gone"
+
+    waiting = Dispatcher([1], rerun_lost=True, wait_for_nodes=True)
+    waiting.submit(1, SLOW)
+    waiting.submit(2, SLOW, target=(0, 0))
+    waiting.assign(0.0)
+    assert [f.task_id for f in waiting.node_lost(0, "gone")] == [2]  # only the one meant for that node
+    assert waiting.submit(3, SLOW) is None
+    assert waiting.remove_node(0) == []
+    assert waiting.queued() == [1, 3]
+    waiting.set_node(7, 2)  # a node joins: the queued work goes there
+    assert sorted(t for _, ids in waiting.assign(1.0) for t in ids) == [1, 3]
+
+
+def test_a_client_born_empty_refuses_work_unless_it_waits_for_nodes() -> None:
+    assert Dispatcher([]).submit(1, QUICK) == "the pool has no node to run it"
+    d = Dispatcher([], wait_for_nodes=True)
+    assert d.submit(1, QUICK) is None
+    assert d.assign(0.0) == []
+    d.set_node(0, 1)
+    assert d.assign(0.1) == [((0, 0), [1])]
+
+
+def test_fail_waiting_fails_only_what_waits_when_no_node_can_take_it() -> None:
+    d = Dispatcher([1, 1], rerun_lost=True, wait_for_nodes=True)
+    d.submit(1, SLOW)
+    d.submit(2, SLOW, retries=0)  # stays on its node when drained
+    d.submit(3, SLOW)
+    d.submit(4, SLOW)
+    assert [ids for _, ids in d.assign(0.0)] == [[1], [2]]
+    d.drain(1)  # a draining node takes nothing new, but node 0 can still take it
+    assert d.fail_waiting("no capacity") == []
+    d.node_lost(0, "gone")
+    failures = d.fail_waiting("the pool could not replace its nodes: no capacity")
+    assert sorted(f.task_id for f in failures) == [1, 3, 4]  # 1 ran on node 0; 2 runs on on the draining node
+    assert {f.reason for f in failures} == {"the pool could not replace its nodes: no capacity"}
+    assert d.is_pending(2) and d.submit(5, SLOW) is None  # work queued later waits again
+
+
+def test_the_load_counts_what_waits_and_what_runs_on_the_live_nodes() -> None:
+    d = Dispatcher([2, 1, 1], rerun_lost=True)
+    for task_id in range(1, 6):
+        d.submit(task_id, SLOW)
+    d.submit(6, SLOW, target=(2, 0))
+    d.assign(1.0)  # one each (a function not yet measured): 1, 2 on node 0, 3 on node 1, 6 on node 2
+    d.drain(1)  # its task 3 goes back to the queue
+    d.node_lost(0, "gone")  # its tasks 1 and 2 too
+    load = d.load(1.5)
+    assert (load.queued, load.running, load.slots) == (5, 1, 1)
+    assert load.per_node == {2: 1} and load.nodes == 1
+    d.submit(7, SLOW, target=(2, 0))  # waits for that worker alone: not counted as queued
+    assert d.load(1.6).queued == 5
+
+
+def test_a_node_is_idle_since_the_turn_it_ran_out_of_work() -> None:
+    d = Dispatcher([1, 1])
+    assert d.load(0.0).idle_since == {0: 0.0, 1: 0.0}
+    d.submit(1, SLOW)
+    d.submit(2, SLOW)
+    d.assign(1.0)
+    assert d.load(1.0).idle_since == {}
+    d.completed((0, 0), 1, 0.5, 1.5)
+    d.assign(2.0)  # nothing more to send: node 0 idle since this turn
+    assert d.load(3.0).idle_since == {0: 2.0}
+    assert d.reserve(3.5) == (0, 0)  # a direct call makes it busy
+    assert d.load(3.6).idle_since == {}
+    d.release((0, 0))
+    assert d.load(4.0).idle_since == {0: 4.0}
+    d.submit(3, SLOW, target=(0, 0))  # work for it alone makes it busy before it is sent
+    assert d.load(4.1).idle_since == {}
+
+
+def test_at_runs_on_every_worker_of_the_nodes_neither_lost_nor_draining() -> None:
+    d = Dispatcher([2, 1, 1])
+    d.node_lost(1, "gone")
+    d.drain(2)
+    assert d.live_workers() == [(0, 0), (0, 1)]
+    d.set_node(5, 1)
+    assert d.live_workers() == [(0, 0), (0, 1), (5, 0)]
+    assert d.reserve_all(d.live_workers(), 0.0)
+    assert not d.reserve_all([(2, 0)], 0.0)  # a draining node's worker is not usable
+
+
 def _only(sent: list[tuple[tuple[int, int], list[int]]]) -> tuple[tuple[int, int], int]:
     [(key, [task])] = sent
     return key, task
 
 
 class DispatcherMachine(RuleBasedStateMachine):
-    """A model of the workers around a real Dispatcher."""
+    """A model of the workers around a real Dispatcher, for a pool drawn to re-run lost
+    work or not and to wait for nodes or not. A lost node's workers may still answer
+    later (a stopped machine that resumes): their late results race the re-runs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -235,45 +430,84 @@ class DispatcherMachine(RuleBasedStateMachine):
         self.next_id = 1
         self.clock = 0.0
         self.local: dict[tuple[int, int], deque[int]] = {k: deque() for k in self.d.workers()}
+        self.zombies: dict[tuple[int, int], deque[int]] = {}  # what a lost node's workers still hold
         self.dead: set[tuple[int, int]] = set()
         self.lost: set[int] = set()
         self.gone: set[int] = set()  # nodes that left the pool (elastic pools shrink and grow)
+        self.draining: set[int] = set()
         self.open: dict[int, bytes] = {}  # submitted, not yet ended
         self.targets: dict[int, tuple[int, int] | None] = {}
+        self.retries: dict[int, int] = {}
+        self.streams: set[int] = set()
+        self.delivered: set[int] = set()  # streams whose reader has had a value
+        self.reruns: dict[int, int] = {}  # as the model counts them: the dispatcher must agree
+        self.placed: dict[int, int] = {}  # times a task was sent and not taken back unrun
         self.ended: set[int] = set()
         self.dropped: set[int] = set()
         self.started: set[int] = set()
         self.abandoned: set[int] = set()
         self.recall_inbox: dict[tuple[int, int], list[int]] = {}
 
+    @initialize(rerun=st.booleans(), wait=st.booleans())
+    def configure(self, rerun: bool, wait: bool) -> None:
+        self.d.rerun_lost = rerun
+        self.d.wait_for_nodes = wait
+
     def _end(self, task_id: int) -> None:
         assert task_id not in self.ended, f"task {task_id} ended twice"
         self.ended.add(task_id)
         self.open.pop(task_id, None)
 
-    @rule(slow=st.booleans(), where=st.sampled_from([None, None, (0, 0), (0, 1), (1, 0)]))
-    def submit(self, slow: bool, where: tuple[int, int] | None) -> None:
-        target = where
-        task_id = self.next_id
-        self.next_id += 1
-        problem = self.d.submit(task_id, SLOW if slow else QUICK, target=target, rerunnable=True)
-        if problem is None:
-            self.open[task_id] = SLOW if slow else QUICK
-            self.targets[task_id] = target
-        else:
-            present = {0, 1} - self.gone
-            assert (target is not None and target[0] in self.lost | self.gone) or (present and present <= self.lost)
+    def _present(self) -> set[int]:
+        return {0, 1} - self.gone - self.lost
 
-    @rule()
-    def send(self) -> None:
-        for key, ids in self.d.assign(self.clock):
+    def _record(self, sent: list[tuple[tuple[int, int], list[int]]]) -> None:
+        for key, ids in sent:
             assert key not in self.dead and key[0] not in self.lost and key[0] not in self.gone
             for task_id in ids:
                 assert task_id not in self.dropped, "a cancelled task was sent"
                 target = self.targets[task_id]
                 assert target is None or target == key
                 self.local[key].append(task_id)
+                self.placed[task_id] = self.placed.get(task_id, 0) + 1
+                allowed = self.retries[task_id] if self.d.rerun_lost and target is None else 0
+                assert self.placed[task_id] <= 1 + allowed, f"task {task_id} ran more than its retries allow"
             assert len(self.local[key]) <= MAX_WINDOW
+
+    @rule(
+        slow=st.booleans(),
+        where=st.sampled_from([None, None, (0, 0), (0, 1), (1, 0)]),
+        retries=st.sampled_from([0, 1, 1, 2]),
+        stream=st.sampled_from([False, False, False, True]),
+    )
+    def submit(self, slow: bool, where: tuple[int, int] | None, retries: int, stream: bool) -> None:
+        self._submit(slow, where, retries, stream)
+
+    def _submit(self, slow: bool, where: tuple[int, int] | None, retries: int, stream: bool) -> None:
+        target = where
+        task_id = self.next_id
+        self.next_id += 1
+        problem = self.d.submit(task_id, SLOW if slow else QUICK, target=target, retries=retries, stream=stream)
+        refused = (target is not None and target[0] in self.lost | self.gone) or (
+            target is None and not self.d.wait_for_nodes and not self._present()
+        )
+        assert (problem is not None) == refused, problem
+        if problem is None:
+            self.open[task_id] = SLOW if slow else QUICK
+            self.targets[task_id] = target
+            self.retries[task_id] = retries
+            if stream:
+                self.streams.add(task_id)
+
+    @rule(count=st.integers(2, 6), retries=st.sampled_from([0, 1, 2]))
+    def gather(self, count: int, retries: int) -> None:
+        """Several tasks at once: a backlog waits in the queue."""
+        for _ in range(count):
+            self._submit(slow=True, where=None, retries=retries, stream=False)
+
+    @rule()
+    def send(self) -> None:
+        self._record(self.d.assign(self.clock))
         for key, ids in self.d.recalls().items():
             self.recall_inbox.setdefault(key, []).extend(ids)
 
@@ -292,6 +526,24 @@ class DispatcherMachine(RuleBasedStateMachine):
             self._end(task_id)
 
     @rule(data=st.data())
+    def a_stream_yields(self, data: st.DataObject) -> None:
+        running = [q[0] for q in self.local.values() if q and q[0] in self.streams and q[0] in self.open]
+        if running:
+            self.delivered.add(data.draw(st.sampled_from(running)))
+
+    @rule(data=st.data())
+    def a_lost_node_answers_late(self, data: st.DataObject) -> None:
+        """A stopped node resumes and delivers what it was running: the first result wins."""
+        held = [k for k, q in self.zombies.items() if q]
+        if not held:
+            return
+        key = data.draw(st.sampled_from(held))
+        task_id = self.zombies[key].popleft()
+        if self.d.completed(key, task_id, 0.001, self.clock):
+            assert task_id not in self.abandoned
+            self._end(task_id)
+
+    @rule(data=st.data())
     def answer_recalls(self, data: st.DataObject) -> None:
         if not self.recall_inbox:
             return
@@ -302,6 +554,7 @@ class DispatcherMachine(RuleBasedStateMachine):
         dropped = [t for t in list(queue)[1:] if t in ids]
         for task_id in dropped:
             queue.remove(task_id)
+            self.placed[task_id] -= 1  # it never began
             if self.d.recalled(key, task_id):
                 self._end(task_id)
 
@@ -341,22 +594,66 @@ class DispatcherMachine(RuleBasedStateMachine):
             self.dead.discard(key)
             self.d.worker_ready(key)
 
+    def _may_run_again(self, task_id: int) -> bool:
+        return (
+            self.d.rerun_lost
+            and self.targets[task_id] is None
+            and task_id not in self.abandoned
+            and task_id not in self.delivered
+            and self.reruns.get(task_id, 0) < self.retries[task_id]
+        )
+
     @rule(node=st.sampled_from([0, 1]))
     def interrupted(self, node: int) -> None:
-        if node not in self.lost and node not in self.gone:
-            self.d.drain(node)
+        if node in self.lost or node in self.gone:
+            return
+        held = {t for key in self.d.workers() if key[0] == node for t in self.d.inflight(key)}
+        self.d.drain(node)
+        self.draining.add(node)
+        moved = {t for t in held if t in self.d.queued()}
+        for task_id in held:
+            expected = self._may_run_again(task_id) and task_id not in self.streams
+            assert (task_id in moved) == expected, f"drain moved {task_id}: {task_id in moved}"
+        for task_id in moved:
+            self.reruns[task_id] = self.reruns.get(task_id, 0) + 1
 
     @rule(node=st.sampled_from([0, 1]))
     def node_lost(self, node: int) -> None:
         if node in self.lost or node in self.gone:
             return
         self.lost.add(node)
-        for failure in self.d.node_lost(node, "gone"):
+        keys = [key for key in self.d.workers() if key[0] == node]
+        held = [t for key in keys for t in self.d.inflight(key)]  # in worker, then send order
+        pending_before = {t for t in self.open if self.d.is_pending(t)}
+        queued_before = self.d.queued()
+        asked: list[int] = []
+
+        def restart(task_id: int) -> str | None:
+            asked.append(task_id)
+            assert task_id in self.streams, "only a stream's reader is asked"
+            return "it had delivered values" if task_id in self.delivered else None
+
+        failures = self.d.node_lost(node, "gone", restart)
+        failed = {f.task_id for f in failures}
+        again = [t for t in held if t not in failed and self.d.is_pending(t)]
+        if self.d.wait_for_nodes or self._present():
+            for task_id in held:
+                may = self._may_run_again(task_id)
+                assert (task_id in again) == may, f"task {task_id}: re-run {task_id in again}"
+            assert self.d.queued()[: len(again)] == again, "a lost node's tasks go back to the front, in order"
+            assert self.d.queued()[len(again) :] == [t for t in queued_before if t not in failed]
+            on_node = set(held) | {t for t in pending_before if self.targets.get(t) and self.targets[t][0] == node}
+            assert failed <= on_node, "only what was on the lost node fails"
+        else:
+            assert self.d.pending() == 0, "with no node left and no waiting, everything fails"
+        for task_id in again:
+            self.reruns[task_id] = self.reruns.get(task_id, 0) + 1
+        for failure in failures:
             self._end(failure.task_id)
-        for key in list(self.local):
-            if key[0] == node:
-                self.local[key].clear()
-                self.recall_inbox.pop(key, None)
+        for key in keys:
+            self.zombies[key] = self.local[key]  # a stopped node may yet answer
+            self.local[key] = deque()
+            self.recall_inbox.pop(key, None)
 
     @rule(node=st.sampled_from([0, 1]))
     def node_leaves(self, node: int) -> None:
@@ -364,13 +661,32 @@ class DispatcherMachine(RuleBasedStateMachine):
             return
         self.gone.add(node)
         self.lost.discard(node)
-        for task_id in self.d.remove_node(node):
-            self._end(task_id)
+        self.draining.discard(node)
+        failures = self.d.remove_node(node)
+        for failure in failures:
+            self._end(failure.task_id)
+        if not self.d.wait_for_nodes and not self._present():
+            assert self.d.pending() == 0
         assert self.d.node_load(node) == 0
         assert all(key[0] != node for key in self.d.workers())
         for key in list(self.local):
             if key[0] == node:
                 self.local[key].clear()
+                self.zombies.pop(key, None)
+                self.recall_inbox.pop(key, None)
+                self.dead.discard(key)
+
+    @rule(node=st.sampled_from([0, 1]))
+    def lost_node_replaced(self, node: int) -> None:
+        """A new node takes a lost one's index (the pool's replacement)."""
+        if node not in self.lost:
+            return
+        self.lost.discard(node)
+        self.draining.discard(node)
+        assert self.d.set_node(node, 2 if node == 0 else 1) == []  # the lost node's work was settled
+        for key in list(self.local):
+            if key[0] == node:
+                self.zombies.pop(key, None)  # the client closed the old node's sockets
                 self.recall_inbox.pop(key, None)
                 self.dead.discard(key)
 
@@ -381,6 +697,17 @@ class DispatcherMachine(RuleBasedStateMachine):
         self.gone.discard(node)
         assert self.d.set_node(node, 2 if node == 0 else 1) == []  # a new node holds nothing
 
+    @rule()
+    def the_pool_gives_up_waiting(self) -> None:
+        queued = set(self.d.queued())
+        failures = self.d.fail_waiting("no node will come")
+        if self._present() - self.draining:
+            assert failures == []
+        else:
+            assert {f.task_id for f in failures} == queued
+        for failure in failures:
+            self._end(failure.task_id)
+
     @invariant()
     def nothing_open_is_forgotten(self) -> None:
         for task_id in self.open:
@@ -388,10 +715,19 @@ class DispatcherMachine(RuleBasedStateMachine):
                 assert self.d.is_pending(task_id), f"task {task_id} was dropped without an ending"
 
     @invariant()
+    def the_load_adds_up(self) -> None:
+        load = self.d.load(self.clock)
+        live = self._present() - self.draining
+        assert set(load.per_node) == live
+        assert load.slots == sum(1 for k in self.d.workers() if k[0] in live and k not in self.dead)
+        assert set(load.idle_since) <= {n for n, held in load.per_node.items() if held == 0}
+        inflight = sum(len(self.d.inflight(k)) for k in self.d.workers())
+        assert load.running == inflight
+        assert load.queued == len(self.d.queued())
+
+    @invariant()
     def no_task_waits_while_a_worker_is_idle(self) -> None:
-        sent = self.d.assign(self.clock)
-        for key, ids in sent:
-            self.local[key].extend(ids)
+        self._record(self.d.assign(self.clock))
         queued = self.d.queued()
         if queued:
             idle = [k for k in self.d.workers() if self.d.is_usable(k) and not self.d.inflight(k)]
@@ -399,4 +735,4 @@ class DispatcherMachine(RuleBasedStateMachine):
 
 
 TestDispatcherMachine = DispatcherMachine.TestCase
-TestDispatcherMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestDispatcherMachine.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)

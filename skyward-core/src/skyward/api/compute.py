@@ -4,6 +4,10 @@ Operators route a computation to a pool: ``>>`` runs it on one worker, ``@`` on 
 worker, ``&`` chains up to eight into a typed batch, and ``gather`` groups any number.
 A generator function is a stream: ``>>`` returns an iterator over what it yields, as it
 yields it (see ``skyward.transport.stream``).
+
+``@compute(retries=n)`` says how many times a task of the function runs again on another
+node when the node running it is lost (see ``compute``); the number travels with each
+computation to the pool's client, never to the worker.
 """
 
 from __future__ import annotations
@@ -42,9 +46,16 @@ class Executor(Protocol):
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]: ...
 
 
+MAX_RETRIES = 10
+"""The most re-runs ``@compute(retries=...)`` allows. A task that takes down every node
+it runs on (it exhausts the node's memory, crashes its host) costs a node, and its
+replacement, on each try; ten is past any transient cause and bounds that cost."""
+
+
 @dataclass(frozen=True, slots=True)
 class PendingCompute(Generic[R]):
-    """A deferred call ``fn(*args, **kwargs)`` that returns ``R`` when a pool runs it."""
+    """A deferred call ``fn(*args, **kwargs)`` that returns ``R`` when a pool runs it.
+    ``retries``: its function's ``@compute(retries=...)`` (None: the pool's default)."""
 
     fn: Callable[..., R]
     """The function to call on the worker (the one ``@compute`` wrapped)."""
@@ -52,6 +63,8 @@ class PendingCompute(Generic[R]):
     """Its positional arguments, sent with the task."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Its keyword arguments, sent with the task."""
+    retries: int | None = None
+    """Re-runs of a task whose node was lost: ``None``, the pool's default (one)."""
 
     @property
     def name(self) -> str:
@@ -90,7 +103,7 @@ class PendingCompute(Generic[R]):
         # ``fn`` is the function @compute wrapped; its module attribute is the wrapper, so
         # the standard pickle, which saves functions by name, finds "not the same object".
         # Save the wrapper's name instead; any other function is saved as it is.
-        return (_rebuild, (_ComputeName.of(self.fn) or self.fn, self.args, self.kwargs))
+        return (_rebuild, (_ComputeName.of(self.fn) or self.fn, self.args, self.kwargs, self.retries))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +137,12 @@ class _ComputeName:
 
 
 def _rebuild(
-    fn: Callable[..., Any] | _ComputeName, args: tuple[Any, ...], kwargs: dict[str, Any]
+    fn: Callable[..., Any] | _ComputeName,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    retries: int | None = None,
 ) -> PendingCompute[Any]:
-    return PendingCompute(fn.resolve() if isinstance(fn, _ComputeName) else fn, args, kwargs)
+    return PendingCompute(fn.resolve() if isinstance(fn, _ComputeName) else fn, args, kwargs, retries)
 
 
 def _check_pending(value: object) -> PendingCompute[Any]:
@@ -256,10 +272,11 @@ def gather(*computations: PendingCompute[Any]) -> PendingBatch[Any]:
 class ComputeFunction(Generic[P, R]):
     """A function made lazy by ``@compute``: calling it returns a ``PendingCompute``."""
 
-    __slots__ = ("__dict__", "_fn")
+    __slots__ = ("__dict__", "_fn", "_retries")
 
-    def __init__(self, fn: Callable[P, R]) -> None:
+    def __init__(self, fn: Callable[P, R], retries: int | None = None) -> None:
         self._fn = fn
+        self._retries = retries
         functools.update_wrapper(self, fn)
 
     @property
@@ -267,22 +284,58 @@ class ComputeFunction(Generic[P, R]):
         """The original function, to run here and now (tests, debugging)."""
         return self._fn
 
+    @property
+    def retries(self) -> int | None:
+        """How many times a task of it runs again when its node is lost (None: the pool's
+        default, once)."""
+        return self._retries
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> PendingCompute[R]:
-        return PendingCompute(self._fn, args, dict(kwargs))
+        return PendingCompute(self._fn, args, dict(kwargs), self._retries)
 
     def __repr__(self) -> str:
-        return f"<compute {getattr(self._fn, '__qualname__', self._fn)!r}>"
+        retries = "" if self._retries is None else f" retries={self._retries}"
+        return f"<compute {getattr(self._fn, '__qualname__', self._fn)!r}{retries}>"
 
     # A ComputeFunction is itself picklable by value (cloudpickle), e.g. when one
     # computation calls another's .local inside a worker.
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ComputeFunction, (self._fn,))
+        return (ComputeFunction, (self._fn, self._retries))
 
 
-def compute(fn: Callable[P, R]) -> ComputeFunction[P, R]:
-    """Make ``fn`` lazy: ``fn(x)`` now builds a computation for a pool to run."""
+@overload
+def compute(fn: Callable[P, R], /, *, retries: int | None = None) -> ComputeFunction[P, R]: ...
+
+
+@overload
+def compute(*, retries: int | None = None) -> Callable[[Callable[P, R]], ComputeFunction[P, R]]: ...
+
+
+def compute(
+    fn: Callable[P, R] | None = None, /, *, retries: int | None = None
+) -> ComputeFunction[P, R] | Callable[[Callable[P, R]], ComputeFunction[P, R]]:
+    """Make ``fn`` lazy: ``fn(x)`` now builds a computation for a pool to run.
+
+    ``@compute`` or ``@compute(retries=n)``. ``retries``: how many times a task of this
+    function runs again on another node when the node running it is lost (it stopped
+    answering, its process or machine died, its cloud reclaimed it) or leaves while it
+    runs. None: the pool's default, once. 0: at most once; a task whose node is lost
+    fails with ``NodeLostError`` (for work with side effects that must not happen
+    twice). A task that raised is never run again: only a lost node's are.
+    """
+    checked = _check_retries(retries)
+    if fn is None:
+
+        def decorate(function: Callable[P, R]) -> ComputeFunction[P, R]:
+            return _make(function, checked)
+
+        return decorate
+    return _make(fn, checked)
+
+
+def _make(fn: Callable[P, R], retries: int | None) -> ComputeFunction[P, R]:
     if isinstance(fn, ComputeFunction):
-        return fn
+        return fn if retries is None or retries == fn.retries else ComputeFunction(fn.local, retries)
     if not callable(fn):
         raise ConfigurationError(f"@compute needs a function (or other callable), got {type(fn).__name__}: {fn!r}")
     if inspect.isasyncgenfunction(fn):
@@ -290,4 +343,15 @@ def compute(fn: Callable[P, R]) -> ComputeFunction[P, R]:
             f"@compute({getattr(fn, '__qualname__', fn)}): async generator functions are not supported; "
             "write a plain generator (def with yield): its values stream back the same way"
         )
-    return ComputeFunction(fn)
+    return ComputeFunction(fn, retries)
+
+
+def _check_retries(retries: object) -> int | None:
+    if retries is None:
+        return None
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+        raise ConfigurationError(
+            f"sky.compute(retries={retries!r}): must be a whole number from 0 (run at most once: a task whose "
+            f"node is lost fails) to {MAX_RETRIES}, or None for the pool's default (one re-run on a lost node)"
+        )
+    return retries

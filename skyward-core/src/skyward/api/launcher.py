@@ -267,21 +267,21 @@ class Launcher:
     ) -> list[NodeInfo]:
         """Connects to the agents of ``handles`` (every node launched, or none where they
         join as they answer) and checks each can serve this client; returns their hellos."""
-        # MERGE(part A): PoolClient(..., rerun_lost=healing.rerun_lost, on_node_lost=self.scaler.node_lost,
-        # wait_for_nodes=healing.wait_for_nodes) in place of rerun_interrupted
         healing = client_healing(candidate.spec, candidate.driver, self._autoscale)
         client = PoolClient(
             [n.endpoint for n in handles],
             self.keys,
             fleet.on_node_message,
-            rerun_interrupted=any(n.spot for n in launched) or healing.rerun_lost,
+            rerun_lost=any(n.spot for n in launched) or healing.rerun_lost,
+            on_node_lost=self.scaler.node_lost if self.scaler is not None else None,
+            wait_for_nodes=healing.wait_for_nodes,
             decoder=candidate.decoder,
             port_map=fleet.port_map(),
             wheels=self.wheels,
             identities=[self.user_data.identity(n.node) for n in handles],
         )
         self.client = client
-        fleet.attach(client)  # type: ignore[arg-type]  # MERGE(part A): PoolClient gains load(), fail_waiting()
+        fleet.attach(client)
         infos = client.connect(timeout=float(candidate.settings.bootstrap_timeout))
         for node, info in zip(handles, infos, strict=True):
             problem = version_mismatch(node.node, info, CLIENT_PYTHON, cloudpickle.__version__)

@@ -324,7 +324,8 @@ class ComputePool:
         return client
 
     def _broadcast_width(self) -> int:
-        return len(self.nodes) * self.spec.workers_per_node
+        """How many results ``@`` gives: the client counts the workers of its live nodes."""
+        return self._require_client().broadcast_width()
 
     def submit(self, pending: PendingCompute[T]) -> Future[T]:
         """Run on one worker without waiting: a ``concurrent.futures.Future``. It is

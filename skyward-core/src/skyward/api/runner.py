@@ -1,5 +1,6 @@
 """Running computations on an open pool: a task's frames, and each way to run them
-(one worker, a stream, a batch, every worker), counted for ``TaskProgress``.
+(one worker, a stream, a batch, every worker), counted for ``TaskProgress``. Each
+task's ``retries`` (its function's ``@compute(retries=...)``) goes with it to the client.
 
 ``ComputePool``'s run methods are this module's, behind the pool's checks that it is
 open and in its own process; the docstrings users read are on ``ComputePool``.
@@ -28,7 +29,7 @@ Inputs = list[tuple[str, Any]]
 class Runner:
     """Sends computations through the pool's client. ``client()`` is the open pool's
     client (it raises when the pool cannot run work); ``broadcast_width()`` is how many
-    results ``@`` gathers (every worker of every node)."""
+    results ``@`` gathers (every worker of every live node, as the client counts them)."""
 
     def __init__(
         self, client: Callable[[], PoolClient], progress: Progress, broadcast_width: Callable[[], int]
@@ -74,7 +75,7 @@ class Runner:
         client = self._client()
         inputs: Inputs = []
         payload = self.payload(pending, {}, inputs)
-        future = client.submit_with_inputs(payload, inputs) if inputs else client.submit(payload)
+        future = client.submit_with_inputs(payload, inputs) if inputs else client.submit(payload, pending.retries)
         self._progress.track(future)
         return future
 
@@ -89,7 +90,10 @@ class Runner:
         payload = self.payload(pending, {}, inputs)
         self._progress.add(1)
         try:
-            result = client.run(payload) if not inputs else client.submit_with_inputs(payload, inputs).result()
+            if inputs:
+                result = client.submit_with_inputs(payload, inputs).result()
+            else:
+                result = client.run(payload, pending.retries)
         except BaseException:
             self._progress.finished(failed=True)
             raise
@@ -111,7 +115,9 @@ class Runner:
         inputs: Inputs = []
         payload = self.payload(pending, {}, inputs)
         self._progress.add(1)
-        return client.stream(payload, window=window, on_finish=self._progress.finished, inputs=inputs or None)
+        return client.stream(
+            payload, window=window, on_finish=self._progress.finished, inputs=inputs or None, retries=pending.retries
+        )
 
     def run_batch(self, batch: PendingBatch[Any]) -> tuple[Any, ...]:
         client = self._client()
@@ -122,16 +128,21 @@ class Runner:
         streams = [
             kinds[id(p.fn)] if id(p.fn) in kinds else kinds.setdefault(id(p.fn), p.is_stream) for p in batch.items
         ]
+        retries = [p.retries for p in batch.items]
         if not any(streams):
-            return client.submit_batch(payloads, on_finish=self._progress.finished).wait()
+            each = retries if any(r is not None for r in retries) else None
+            return client.submit_batch(payloads, on_finish=self._progress.finished, retries=each).wait()
         # generators: an iterator each, in order (they queue like tasks: with more of them
         # than workers, the later ones start as the earlier ones end)
         started: list[RemoteStream[Any] | None] = []
         try:
-            for payload, stream in zip(payloads, streams, strict=True):
-                started.append(client.stream(payload, on_finish=self._progress.finished) if stream else None)
+            for payload, stream, again in zip(payloads, streams, retries, strict=True):
+                started.append(
+                    client.stream(payload, on_finish=self._progress.finished, retries=again) if stream else None
+                )
             plain = [p for p, s in zip(payloads, streams, strict=True) if not s]
-            values = iter(client.submit_batch(plain, on_finish=self._progress.finished).wait())
+            plain_retries = [r for r, s in zip(retries, streams, strict=True) if not s]
+            values = iter(client.submit_batch(plain, on_finish=self._progress.finished, retries=plain_retries).wait())
         except BaseException:
             for it in started:
                 if it is not None:

@@ -7,7 +7,7 @@
 - ``socket_loop.SocketLoop``: the I/O thread, the only owner of the shared sockets;
 - ``direct.DirectPath``: ``>>`` and ``@`` from the caller's thread on idle workers;
 - ``streaming.Streams``: generator tasks and input streams;
-- ``liveness.Liveness``: heartbeats, and what a silent node costs;
+- ``liveness.Liveness``: heartbeats, and what a lost node costs;
 - ``membership.Membership``: the first nodes, and nodes that join, leave or are replaced;
 - ``links.Links``: the table of nodes and workers, and the one factory of sockets.
 
@@ -15,6 +15,13 @@ Tasks go straight to workers (one hop); node agents are the control plane: liven
 logs, metrics, and the news that a worker died or came back. The pool asks the client
 to run something and gets a result or an exception: ``run`` (``>>``), ``run_on_all``
 (``@``), ``submit`` (a Future), ``submit_batch`` (``gather``), ``stream``.
+
+Nodes come and go while work runs. With ``rerun_lost``, a lost node costs only what it
+was running, which runs again on the other nodes (up to each function's ``retries``);
+with ``wait_for_nodes``, work queued while the client has no node waits for one to join
+(``add_node``) instead of failing, until the pool gives up (``fail_waiting``). The pool
+learns of each lost node (``on_node_lost``) and reads the load (``load``) to decide how
+many nodes it needs.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from skyward.transport.dispatcher import WorkerKey
 from skyward.transport.handshake import NodeIdentity, WheelSupply, worker_endpoint
 from skyward.transport.ledger import TaskLedger
 from skyward.transport.links import Links, NodeInfo, PortMap
-from skyward.transport.liveness import Liveness
+from skyward.transport.liveness import NODE_TIMEOUT, Liveness, NodeLost
+from skyward.transport.load import ClientLoad
 from skyward.transport.membership import Membership
 from skyward.transport.results import RemoteTraceback, ResultDecoder
 from skyward.transport.security import PoolKeys
@@ -41,9 +49,12 @@ from skyward.transport.stream import STREAM_WINDOW, FinishHandler, RemoteStream
 from skyward.transport.streaming import Inputs, Streams
 
 __all__ = [
+    "NODE_TIMEOUT",
     "BatchResult",
+    "ClientLoad",
     "MessageHandler",
     "NodeInfo",
+    "NodeLost",
     "NodeLostError",
     "PoolClient",
     "RemoteStream",
@@ -60,32 +71,45 @@ class PoolClient:
         endpoints: Sequence[str],
         keys: PoolKeys | None,
         on_message: MessageHandler,
-        node_timeout: float = 20.0,
-        rerun_interrupted: bool = False,
+        node_timeout: float = NODE_TIMEOUT,
+        rerun_lost: bool = False,
+        on_node_lost: NodeLost | None = None,
+        wait_for_nodes: bool = False,
         decoder: ResultDecoder | None = None,
         port_map: PortMap | None = None,
         wheels: WheelSupply | None = None,
         identities: Sequence[NodeIdentity] | None = None,
     ) -> None:
-        # rerun_interrupted: the tasks of a node that gets an interruption notice run
-        # again elsewhere (the pool turns it on for spot pools)
+        # node_timeout: seconds of silence after which a node is lost (see NODE_TIMEOUT)
+        # rerun_lost: what a lost node (silent, failed by the pool, or whose agent left
+        #   unasked) or a drained one was running goes back to the front of the queue and
+        #   runs elsewhere, up to its function's retries (sky.compute(retries=...), default
+        #   one re-run); a task for one worker (@) still fails, and a stream runs again
+        #   only while its reader has had none of its values
+        # on_node_lost(index, reason): told once per node declared lost, whatever the
+        #   reason, on the I/O thread: it must return at once (hand off to a thread)
+        # wait_for_nodes: with no node left (every one lost or removed, or connected to
+        #   none), queued work waits for add_node instead of failing; fail_waiting ends it
         # port_map(node, container_port): where the client reaches that port of a node
-        # behind a host's port mapping (see Links); None: worker_endpoint's rule
+        #   behind a host's port mapping (see Links); None: worker_endpoint's rule
         self._endpoints = list(endpoints)
         decoder = decoder or ResultDecoder()
-        self._ledger = TaskLedger(rerun_interrupted)
+        self._ledger = TaskLedger(rerun_lost, wait_for_nodes)
         self._links = Links(keys, port_map)
-        self._liveness = Liveness(self._ledger, self._links, node_timeout)
-        self._loop = SocketLoop(self._ledger, self._links, decoder, on_message, self._liveness.heartbeat)
+        self._liveness = Liveness(self._ledger, self._links, node_timeout, on_node_lost)
+        self._loop = SocketLoop(
+            self._ledger, self._links, decoder, on_message, self._liveness.heartbeat, self._liveness.goodbye
+        )
         self._membership = Membership(self._ledger, self._links, self._loop, wheels, identities)
-        self._direct = DirectPath(self._ledger, self._links, decoder, self.submit_many, rerun_interrupted)
+        self._direct = DirectPath(self._ledger, self._links, decoder, self.submit_many, rerun_lost)
         self._streams = Streams(self._ledger, self._links, self._loop, decoder)
 
     # -- nodes ----------------------------------------------------------------------------
 
     def connect(self, timeout: float) -> list[NodeInfo]:
         """Wait until every agent answers HELLO, connect to every worker, start the I/O
-        thread. Returns the agents' INFO in node order."""
+        thread. Returns the agents' INFO in node order. With no endpoints the client
+        starts with no node (a pool born empty): nodes join with ``add_node``."""
         return self._membership.connect(self._endpoints, timeout)
 
     def add_node(
@@ -116,8 +140,33 @@ class PoolClient:
         self._membership.remove_node(index, timeout)
 
     def fail_node(self, index: int, reason: str) -> None:
-        """Mark a node lost and fail what ran or waited on it (I/O thread only)."""
-        self._liveness.fail_node(index, reason)
+        """The pool knows node ``index`` is gone (its provider says so, its process
+        exited): it is lost at once, as if it had gone silent (see ``rerun_lost``) and
+        ``on_node_lost`` hears of it. Any thread; the I/O thread does it."""
+        if self._loop.running and not self._loop.on_io_thread():
+            self._loop.call_soon(lambda: self._liveness.fail_node(index, reason))
+        else:
+            self._liveness.fail_node(index, reason)
+
+    def fail_waiting(self, reason: str) -> None:
+        """No node will come back (the pool could not get one: quota, no offer, a
+        timeout): the tasks waiting for a node fail with ``NodeLostError(reason)``.
+        Nothing fails while a live node can run them; work queued afterwards waits again
+        (the pool may yet get a node). Any thread."""
+        self._ledger.fail_where(
+            lambda dispatcher: [(f.task_id, NodeLostError(f.reason)) for f in dispatcher.fail_waiting(reason)]
+        )
+
+    def load(self) -> ClientLoad:
+        """The client's work now, for an autoscaler (see ``ClientLoad``): one look under
+        the client's lock."""
+        with self._ledger.lock:
+            return self._ledger.dispatcher.load(time.monotonic())
+
+    def broadcast_width(self) -> int:
+        """How many results ``@`` gives now: one per worker of every live node."""
+        with self._ledger.lock:
+            return len(self._ledger.dispatcher.live_workers())
 
     @property
     def node_infos(self) -> list[NodeInfo]:
@@ -137,17 +186,22 @@ class PoolClient:
 
     # -- queued tasks -----------------------------------------------------------------------
 
-    def submit(self, frames: list[serialize.Frame]) -> Future[Any]:
+    def submit(self, frames: list[serialize.Frame], retries: int | None = None) -> Future[Any]:
         """Queue one task: a ``concurrent.futures.Future`` that enters the running state
         when the task is sent to a worker. ``cancel()`` before that succeeds and the task
-        never starts; after it, ``cancel()`` returns False (the task may be running)."""
-        return self.submit_many([frames])[0]
+        never starts; after it, ``cancel()`` returns False (the task may be running).
+        ``retries``: its function's ``sky.compute(retries=...)`` (None: the default)."""
+        return self.submit_many([frames], retries=retries)[0]
 
     def submit_many(
-        self, payloads: Sequence[list[serialize.Frame]], target: WorkerKey | None = None
+        self,
+        payloads: Sequence[list[serialize.Frame]],
+        target: WorkerKey | None = None,
+        retries: int | None = None,
     ) -> list[Future[Any]]:
         futures: list[Future[Any]] = [Future() for _ in payloads]
-        ids = self._ledger.enqueue(payloads, futures, target)
+        each = None if retries is None else [retries] * len(payloads)
+        ids = self._ledger.enqueue(payloads, futures, target, retries=each)
         self._ledger.track(futures, ids)
         for task_id, future in zip(ids, futures, strict=True):
             future.add_done_callback(self._cancel_hook(task_id))
@@ -155,12 +209,16 @@ class PoolClient:
         return futures
 
     def submit_batch(
-        self, payloads: Sequence[list[serialize.Frame]], on_finish: FinishHandler | None = None
+        self,
+        payloads: Sequence[list[serialize.Frame]],
+        on_finish: FinishHandler | None = None,
+        retries: Sequence[int | None] | None = None,
     ) -> BatchResult:
         """Queue tasks that complete together (``gather``): one BatchResult, no Future each.
-        When the batch is abandoned (its first failure raised), what has not begun never does."""
+        When the batch is abandoned (its first failure raised), what has not begun never does.
+        ``retries``: each task's function's ``sky.compute(retries=...)`` (None: the default)."""
         batch = BatchResult(len(payloads), on_finish)
-        ids = self._ledger.enqueue(payloads, batch.slots(), None)
+        ids = self._ledger.enqueue(payloads, batch.slots(), None, retries=retries)
         batch.on_abandon = lambda: self.abandon([ids[i] for i in batch.unfinished()])
         self._loop.nudge()
         return batch
@@ -203,12 +261,13 @@ class PoolClient:
 
     # -- direct calls and streams -------------------------------------------------------------
 
-    def run(self, frames: list[serialize.Frame]) -> Any:
+    def run(self, frames: list[serialize.Frame], retries: int | None = None) -> Any:
         """Run one task and return its result or raise its exception (``>>``)."""
-        return self._direct.run(frames)
+        return self._direct.run(frames, retries)
 
     def run_on_all(self, frames: list[serialize.Frame]) -> list[Any]:
-        """Run one task on every worker of every node (``@``), results in node, then worker order."""
+        """Run one task on every worker of every node live when it is called (neither
+        lost nor draining): ``@``. Results in node, then worker order."""
         return self._direct.run_on_all(frames)
 
     def stream(
@@ -218,12 +277,14 @@ class PoolClient:
         window: int = STREAM_WINDOW,
         on_finish: FinishHandler | None = None,
         inputs: Inputs | None = None,
+        retries: int | None = None,
     ) -> RemoteStream[Any]:
         """Queue a generator task: an iterator over what it yields (see ``Streams.stream``)."""
-        return self._streams.stream(frames, target, window, on_finish, inputs)
+        return self._streams.stream(frames, target, window, on_finish, inputs, retries)
 
     def stream_on_all(self, frames: list[serialize.Frame]) -> list[RemoteStream[Any]]:
-        """A generator task on every worker (``@``): one stream each, in node, then worker order."""
+        """A generator task on every worker of every live node (``@``): one stream each,
+        in node, then worker order."""
         return self._streams.stream_on_all(frames)
 
     def submit_with_inputs(self, frames: list[serialize.Frame], inputs: Inputs) -> Future[Any]:

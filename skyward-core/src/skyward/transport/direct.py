@@ -20,16 +20,16 @@ import zmq
 
 from skyward.errors import NodeLostError, WorkerDiedError
 from skyward.transport import serialize, wire
-from skyward.transport.dispatcher import WorkerKey
+from skyward.transport.dispatcher import DEFAULT_RETRIES, WorkerKey
 from skyward.transport.ledger import TaskLedger
 from skyward.transport.links import Links, WorkerLink
 from skyward.transport.results import ResultDecoder
 
 __all__ = ["DirectPath", "Queue"]
 
-Queue = Callable[[Sequence[list[serialize.Frame]], WorkerKey | None], list[Future[Any]]]
-"""Queues tasks (for one worker, or any) and returns their futures: the way back to the
-queue when no worker is idle."""
+Queue = Callable[[Sequence[list[serialize.Frame]], WorkerKey | None, int | None], list[Future[Any]]]
+"""Queues tasks (for one worker, or any; with their retries) and returns their futures:
+the way back to the queue when no worker is idle."""
 
 _POLL_MS = 100  # how often a waiting caller looks up from its socket: closed pool, dead worker
 
@@ -38,13 +38,13 @@ class DirectPath:
     """``run`` and ``run_on_all`` over the calling thread's own sockets."""
 
     def __init__(
-        self, ledger: TaskLedger, links: Links, decoder: ResultDecoder, queue: Queue, rerun_interrupted: bool
+        self, ledger: TaskLedger, links: Links, decoder: ResultDecoder, queue: Queue, rerun_lost: bool
     ) -> None:
         self._ledger = ledger
         self._links = links
         self._decoder = decoder
         self._queue = queue
-        self._rerun_interrupted = rerun_interrupted
+        self._rerun_lost = rerun_lost
         self._local = threading.local()
 
     def _socket(self, worker: WorkerLink) -> zmq.Socket[bytes]:
@@ -65,24 +65,28 @@ class DirectPath:
         sockets[worker.key] = (stamp, sock)
         return sock
 
-    def run(self, frames: list[serialize.Frame]) -> Any:
+    def run(self, frames: list[serialize.Frame], retries: int | None = None) -> Any:
         """Run one task and return its result or raise its exception (``>>``). On an idle
         worker it goes from this thread over its own socket; otherwise it waits in the
-        queue. A task whose node gets an interruption notice runs again elsewhere."""
+        queue. A task whose node is lost, drained or replaced under it runs again
+        elsewhere, through the queue, when the client re-runs lost work and the task's
+        ``retries`` (None: ``DEFAULT_RETRIES``) allow."""
         ledger = self._ledger
         with ledger.lock:
             ledger.check_open()
             key = ledger.dispatcher.reserve(time.monotonic())
         if key is None:
-            return _wait(self._queue([frames], None)[0])
+            return _wait(self._queue([frames], None, retries)[0])
         fn_key = bytes(frames[0])
         seconds: float | None = None
+        budget = DEFAULT_RETRIES if retries is None else retries
+        again = self._rerun_lost and budget > 0
         worker = self._links.find_worker(key)
         node = self._links.nodes.get(key[0])
         if worker is None or node is None:  # its node left the pool after the reservation
             with ledger.lock:
                 ledger.dispatcher.release(key)
-            return _wait(self._queue([frames], None)[0])
+            return _wait(self._queue([frames], None, retries)[0])
         try:
             generation = worker.generation
             sock = self._socket(worker)
@@ -102,26 +106,34 @@ class DirectPath:
                         offset += count  # a late reply to an earlier call on this socket
                 ledger.check_open()
                 replaced = self._links.nodes.get(key[0]) is not node
-                if self._rerun_interrupted and (node.draining or replaced):
-                    break  # the node got an interruption notice (or was replaced): run it elsewhere
+                if again and (node.draining or replaced or node.lost):
+                    break  # its node is going or gone: run it elsewhere
+                if replaced:
+                    raise NodeLostError(f"node {key[0]} was replaced before this task, running there, ended")
                 if worker.generation != generation:
-                    raise (NodeLostError if node.lost else WorkerDiedError)(worker.last_death)
+                    if not node.lost:
+                        raise WorkerDiedError(worker.last_death)
+                    if self._rerun_lost and budget == 0:
+                        raise NodeLostError(f"{worker.last_death}; {_AT_MOST_ONCE}")
+                    raise NodeLostError(worker.last_death)
         finally:
             with ledger.lock:
                 ledger.dispatcher.release(key, fn_key, seconds)
-        return _wait(self._queue([frames], None)[0])
+        return _wait(self._queue([frames], None, budget - 1)[0])
 
     def run_on_all(self, frames: list[serialize.Frame]) -> list[Any]:
-        """Run one task on every worker of every node (``@``): results in node, then worker
-        order; the first failure in that order is raised once all have answered. A lost
-        node fails it at once with ``NodeLostError``."""
+        """Run one task on every worker of every node live when it is called (neither lost
+        nor draining; a node that joins later is not waited for): ``@``. Results in node,
+        then worker order; the first failure in that order is raised once all have
+        answered. A node lost while it runs fails it with ``NodeLostError``; with no live
+        node at all, it fails at once."""
         ledger = self._ledger
         with ledger.lock:
             ledger.check_open()
-            self._links.check_every_node_alive()
-            keys = ledger.dispatcher.reserve_all(time.monotonic())
-        if keys is None:
-            return self._run_queued_on_all(frames)
+            keys = live_workers(ledger)
+            reserved = ledger.dispatcher.reserve_all(keys, time.monotonic())
+        if not reserved:
+            return self._run_queued_on_all(frames, keys)
         try:
             return self._run_direct_on_all(frames, keys)
         finally:
@@ -176,11 +188,10 @@ class DirectPath:
             raise errors[min(errors)]
         return results
 
-    def _run_queued_on_all(self, frames: list[serialize.Frame]) -> list[Any]:
+    def _run_queued_on_all(self, frames: list[serialize.Frame], keys: list[WorkerKey]) -> list[Any]:
         futures: list[Future[Any]] = []
-        for node in self._links.ordered():
-            for worker in node.workers:
-                futures += self._queue([list(frames)], worker.key)
+        for key in keys:
+            futures += self._queue([list(frames)], key, None)
         results: list[Any] = []
         try:
             for future in futures:
@@ -190,6 +201,22 @@ class DirectPath:
                 future.cancel()
             raise
         return results
+
+
+_AT_MOST_ONCE = "its function runs at most once (sky.compute(retries=0)), so it was not run again"
+
+
+def live_workers(ledger: TaskLedger) -> list[WorkerKey]:
+    """The workers ``@`` runs on now (under the ledger's lock); ``NodeLostError`` when no
+    node is live."""
+    keys = ledger.dispatcher.live_workers()
+    if not keys:
+        raise NodeLostError(
+            "the pool has no live node now (every node is lost, draining or gone, or none has joined yet): "
+            "@ runs on the workers of the nodes live when it is called; use >> or gather, which wait for a node "
+            "on a pool that replaces or adds nodes"
+        )
+    return keys
 
 
 def _wait(future: Future[Any]) -> Any:

@@ -21,7 +21,7 @@ from concurrent.futures import Future, InvalidStateError
 from skyward.errors import AbandonedError, NodeLostError
 from skyward.transport import serialize, wire
 from skyward.transport.completion import Completion
-from skyward.transport.dispatcher import CancelOutcome, Dispatcher, WorkerKey
+from skyward.transport.dispatcher import DEFAULT_RETRIES, CancelOutcome, Dispatcher, WorkerKey
 from skyward.transport.inputs import Feeder
 from skyward.transport.stream import StreamChannel
 
@@ -38,12 +38,11 @@ Settled = tuple[Completion, wire.Status, list[serialize.Frame]]
 class TaskLedger:
     """Completions, frames and feeders of the tasks in flight, under one lock."""
 
-    def __init__(self, rerun_interrupted: bool) -> None:
-        # rerun_interrupted: the tasks of a node that gets an interruption notice run
-        # again elsewhere (the pool turns it on for spot pools)
+    def __init__(self, rerun_lost: bool = False, wait_for_nodes: bool = False) -> None:
+        # rerun_lost: the tasks a lost or drained node held run again elsewhere (within
+        # their function's retries); wait_for_nodes: with no node left, work waits for one
         self.lock = threading.Lock()
-        self.dispatcher = Dispatcher([])
-        self._rerun_interrupted = rerun_interrupted
+        self.dispatcher = Dispatcher([], rerun_lost=rerun_lost, wait_for_nodes=wait_for_nodes)
         self.completions: dict[int, Completion] = {}
         # A task's frames are kept until its result arrives: a task recalled from a busy
         # worker or re-run after an interruption is sent again. What this keeps alive
@@ -73,18 +72,22 @@ class TaskLedger:
         target: WorkerKey | None,
         stream: bool = False,
         feed: Callable[[int, Completion], None] | None = None,
+        retries: Sequence[int | None] | None = None,
     ) -> list[int]:
         """Queue tasks; ``feed(task_id, completion)`` starts each one's input feeder (under
-        the lock, so its WANT finds it). A task whose target's node is lost fails at once."""
+        the lock, so its WANT finds it). ``retries``: each task's function's
+        ``sky.compute(retries=...)`` (None: ``DEFAULT_RETRIES``). A task whose target's
+        node is lost fails at once."""
         ids: list[int] = []
         refused: list[tuple[Completion, str]] = []
-        rerunnable = self._rerun_interrupted and target is None and not stream
+        budgets = [DEFAULT_RETRIES if r is None else r for r in retries] if retries is not None else None
         with self.lock:
             self.check_open()
-            for frames, completion in zip(payloads, completions, strict=True):
+            for position, (frames, completion) in enumerate(zip(payloads, completions, strict=True)):
                 task_id = next(self._ids)
                 ids.append(task_id)
-                problem = self.dispatcher.submit(task_id, bytes(frames[0]), target, rerunnable, stream)
+                budget = DEFAULT_RETRIES if budgets is None else budgets[position]
+                problem = self.dispatcher.submit(task_id, bytes(frames[0]), target, budget, stream)
                 if problem is not None:
                     refused.append((completion, problem))
                     continue
@@ -148,6 +151,27 @@ class TaskLedger:
         for completion, error in failed:
             if completion is not None:
                 fail(completion, error)
+
+    def restart(self, task_id: int) -> str | None:
+        """Whether a task a lost node was running as a stream can start again from its
+        beginning (None), or why not; under the lock. A stream whose reader has had none
+        of its values can: what had arrived of it is dropped. One whose reader has had
+        values cannot (they would come again), nor can a task whose input streams were
+        being read (their items are gone)."""
+        if task_id in self.feeders:
+            return "it was reading input streams, whose items are spent: it is not run again"
+        completion = self.completions.get(task_id)
+        if isinstance(completion, StreamChannel):
+            if completion.closed:
+                return "its reader had stopped reading it"
+            delivered = completion.restart()
+            if delivered:
+                values = "1 value" if delivered == 1 else f"{delivered} values"
+                return (
+                    f"the stream had delivered {values} to its reader, and a stream is not restarted "
+                    "midway (its values would come again)"
+                )
+        return None
 
     def settle(
         self,

@@ -18,7 +18,7 @@ from typing import TypedDict, cast
 
 import zmq
 
-from skyward.errors import NodeLostError, ProvisioningError
+from skyward.errors import ProvisioningError
 from skyward.transport import security
 from skyward.transport.dispatcher import WorkerKey
 from skyward.transport.handshake import worker_endpoint
@@ -146,13 +146,3 @@ class Links:
         if node is None or key[1] >= len(node.workers):
             return None
         return node.workers[key[1]]
-
-    def check_every_node_alive(self) -> None:
-        """For ``@``: a lost node fails it at once with ``NodeLostError``."""
-        lost = [node for node in self.ordered() if node.lost]
-        if lost:
-            first = lost[0]
-            why = (first.workers[0].last_death if first.workers else "") or "no answer"
-            raise NodeLostError(
-                f"node {first.index} of the pool was lost ({why}); a computation for every worker cannot run on it"
-            )

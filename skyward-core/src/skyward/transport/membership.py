@@ -200,17 +200,17 @@ class Membership:
             node = self._links.nodes.pop(index, None)
             if node is not None:
                 why = f"node {index} left the pool before this task ended"
+                stopping = not node.lost and not node.said_bye
                 node.lost = True
                 for worker in node.workers:
                     worker.last_death = why
                     worker.generation += 1  # a direct caller waiting on it gives up
-                stopping = not node.lost and not node.said_bye
                 if stopping:
                     node.socket.send(wire.STOP)  # its agent stops its workers and says goodbye
                 self._close_node(node, linger_ms=_STOP_LINGER_MS if stopping else 0)
 
                 def removed(dispatcher: Dispatcher) -> list[tuple[int, BaseException]]:
-                    return [(t, NodeLostError(why)) for t in dispatcher.remove_node(index)]
+                    return [(f.task_id, NodeLostError(f.reason)) for f in dispatcher.remove_node(index)]
 
                 self._ledger.fail_where(removed)
             done.set()

@@ -50,12 +50,14 @@ class SocketLoop:
         decoder: ResultDecoder,
         on_message: MessageHandler,
         heartbeat: Callable[[float], None],
+        goodbye: Callable[[NodeLink], None] | None = None,
     ) -> None:
         self._ledger = ledger
         self._links = links
         self._decoder = decoder
         self._on_message = on_message
         self._heartbeat = heartbeat  # once a second on this thread: ping agents, check who is silent
+        self._goodbye = goodbye  # an agent said goodbye (BYE): lost, unless this client stopped it
         self._wake_address = f"inproc://skyward-wake-{id(self)}"
         self._wake_pull = links.context.socket(zmq.PULL)
         self._wake_pull.bind(self._wake_address)
@@ -73,6 +75,9 @@ class SocketLoop:
         self.running = True
         self._thread = threading.Thread(target=self._loop, name="skyward-io", daemon=True)
         self._thread.start()
+
+    def on_io_thread(self) -> bool:
+        return self._thread is threading.current_thread()
 
     def stop(self) -> None:
         """End the thread (at its next turn) and wait for it, unless this is it."""
@@ -279,6 +284,9 @@ class SocketLoop:
                 self._on_message(node.index, kind, wire.decode_json(frames[1]))
             elif kind == wire.BYE:
                 node.said_bye = True
+                if self._goodbye is not None:
+                    self._goodbye(node)
+                return  # a node lost here has nothing more to say
 
     def _on_notice(self, node: NodeLink, notice: Mapping[str, Any]) -> None:
         """A worker died (what it held fails) or came back (a fresh socket to it)."""

@@ -47,6 +47,9 @@ class StreamChannel:
         self.error: BaseException | None = None
         self.ended = False  # the worker said the stream is over (or it failed)
         self.closed = False  # the reader wants no more
+        # values handed to the reader; the first is counted under ``changed`` as it is
+        # taken, so ``restart`` never drops a value the reader is about to get
+        self.delivered = 0
         self.changed = threading.Condition(threading.Lock())
         self._on_finish = on_finish
 
@@ -68,6 +71,17 @@ class StreamChannel:
             self.changed.notify_all()
         if self._on_finish is not None:
             self._on_finish(error is not None and not self.closed)  # a stream the reader stopped did not fail
+
+    def restart(self) -> int:
+        """Its task starts again from the beginning on another worker (its node was lost):
+        drop the values that arrived and that the reader has not taken, and return 0; or,
+        when the reader has had values (they would come again) or stopped reading, change
+        nothing and return how many it had (at least 1)."""
+        with self.changed:
+            if self.delivered or self.closed or self.ended:
+                return max(1, self.delivered)
+            self.items.clear()
+            return 0
 
     def set_running_or_notify_cancel(self) -> bool:
         return not self.closed
@@ -121,6 +135,7 @@ class RemoteStream(Iterator[T], Generic[T]):
     def __next__(self) -> T:
         channel = self._channel
         if self._unpacked and not channel.closed:
+            channel.delivered += 1  # only this thread writes it; the first count was under the lock
             return self._value(*self._unpacked.popleft())
         self._unpacked.clear()
         with channel.changed:
@@ -129,6 +144,8 @@ class RemoteStream(Iterator[T], Generic[T]):
             if not channel.items:
                 raise StopIteration
             entry = channel.items.popleft()
+            if entry is not None:
+                channel.delivered += 1
         if entry is None:
             self._finished = channel.closed = True
             if channel.error is not None:

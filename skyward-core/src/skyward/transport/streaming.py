@@ -18,6 +18,7 @@ import zmq
 
 from skyward.transport import serialize, wire
 from skyward.transport.completion import Completion
+from skyward.transport.direct import live_workers
 from skyward.transport.dispatcher import WorkerKey
 from skyward.transport.inputs import Feeder
 from skyward.transport.ledger import TaskLedger, fail
@@ -48,10 +49,14 @@ class Streams:
         window: int = STREAM_WINDOW,
         on_finish: FinishHandler | None = None,
         inputs: Inputs | None = None,
+        retries: int | None = None,
     ) -> RemoteStream[Any]:
         """Queue a generator task: an iterator over what it yields (see ``stream``). It
-        waits in the queue and is cancelled, recalled and failed like any task; it is
-        never re-run elsewhere (its values may already have been read)."""
+        waits in the queue and is cancelled, recalled and failed like any task. When
+        its node is lost, it starts again from its beginning elsewhere (within
+        ``retries``) only if its reader has had none of its values yet; otherwise it
+        fails with ``NodeLostError`` saying how many it had: a stream is never restarted
+        midway, and never moved off a draining node (it may finish there)."""
         task_id = 0
         ledger = self._ledger
 
@@ -66,17 +71,20 @@ class Streams:
                 pass  # closed meanwhile: nothing left to stop
 
         channel = StreamChannel(window, on_finish)
-        (task_id,) = ledger.enqueue([frames], [channel], target, stream=True, feed=self._feeding(inputs))
+        (task_id,) = ledger.enqueue(
+            [frames], [channel], target, stream=True, feed=self._feeding(inputs), retries=[retries]
+        )
         self._loop.nudge()
         return RemoteStream(channel, self._decoder, grant, stop)
 
     def stream_on_all(self, frames: list[serialize.Frame]) -> list[RemoteStream[Any]]:
-        """A generator task on every worker (``@``): one stream each, in node, then worker
-        order. A lost node fails it at once with ``NodeLostError``."""
+        """A generator task on every worker of every node live when it is called (``@``):
+        one stream each, in node, then worker order. With no live node it fails at once
+        with ``NodeLostError``."""
         with self._ledger.lock:
             self._ledger.check_open()
-            self._links.check_every_node_alive()
-        return [self.stream(list(frames), target=w.key) for node in self._links.ordered() for w in node.workers]
+            keys = live_workers(self._ledger)
+        return [self.stream(list(frames), target=key) for key in keys]
 
     def submit_with_inputs(self, frames: list[serialize.Frame], inputs: Inputs) -> Future[Any]:
         """Queue a task whose input streams the worker pulls as it reads them (see
