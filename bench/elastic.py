@@ -199,9 +199,16 @@ def lost_node(rounds: int, tasks: int) -> Ratio:
         for kill in (False, True):
             with sky.ComputePool(provider=sky.Local(), nodes=2, display="quiet") as pool:
                 sky.gather(*(inc(i) for i in range(200))) >> pool
-                times[kill].append(_timed_gather(pool, tasks, expected, (lambda p=pool: _kill_node(p, 1)) if kill else None, clean / 3))
-    return Ratio("lost node, 20,000-task gather" if tasks == 20_000 else f"lost node, {tasks}-task gather", "local",
-                 statistics.median(times[True]), statistics.median(times[False]), float("inf"))
+                times[kill].append(
+                    _timed_gather(pool, tasks, expected, (lambda p=pool: _kill_node(p, 1)) if kill else None, clean / 3)
+                )
+    return Ratio(
+        "lost node, 20,000-task gather" if tasks == 20_000 else f"lost node, {tasks}-task gather",
+        "local",
+        statistics.median(times[True]),
+        statistics.median(times[False]),
+        float("inf"),
+    )
 
 
 def _timed_gather(
@@ -226,7 +233,7 @@ def markdown(ratios: list[Ratio], mode: str, command: str) -> str:
     ]
     for r in ratios:
         target = "reported" if r.target == float("inf") else f"≤ {r.target}"
-        verdict = "–" if r.target == float("inf") else r.verdict
+        verdict = "-" if r.target == float("inf") else r.verdict
         lines.append(
             f"| {r.measure} | {r.provider} | {r.subject:.2f} {r.unit} | {r.baseline:.2f} {r.unit} | "
             f"{r.ratio:.2f} | {target} | {verdict} |"
@@ -254,7 +261,9 @@ def main(argv: list[str]) -> int:
             print(f"{name:13} capacity: {ratios[-1].ratio:.2f}x", file=sys.stderr, flush=True)
             if name == "local":
                 ratios.extend(bursty(name, config, nodes))
-                print(f"{name:13} bursty: {ratios[-2].ratio:.2f}x node-s, {ratios[-1].ratio:.2f}x time", file=sys.stderr)
+                print(
+                    f"{name:13} bursty: {ratios[-2].ratio:.2f}x node-s, {ratios[-1].ratio:.2f}x time", file=sys.stderr
+                )
     ratios.append(lost_node(rounds=3 if args.full else 1, tasks=20_000))
     mode_name = "full" if args.full else "quick"
     command = "python bench/elastic.py " + " ".join(argv)

@@ -232,6 +232,9 @@ class Scaler:
         if changes is None:
             return  # said once when the pool opened; the node stays a member until the pool stops
         replace = self._settings.replace_lost and fleet.active()
+        if kind == "lost":  # a reclaim was said by InstanceInterrupted; a loss is said here, with its cause
+            then = "; replacing it" if replace else ""
+            fleet.emit(Notice(message=f"node {index} ({handle.instance_id}) was lost: {why}{then}"))
         drain = DRAIN_TIMEOUT if kind == "reclaimed" else 0.0  # a notice leaves its running tasks time
         if not changes.forget_lost(index, handle, kind, replace, drain):
             return

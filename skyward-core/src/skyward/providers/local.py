@@ -90,6 +90,7 @@ class _LocalNode:
     instance_id: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    slot: int = 0  # which of the pool's max_nodes device sets it uses
     endpoint: str | None = None
     failed: str | None = None
 
@@ -97,7 +98,7 @@ class _LocalNode:
 NODE_POLL_INTERVAL = 0.05
 """Seconds between two ``gone`` polls (NodeWatch) of a Local pool: a poll is one
 ``waitpid(WNOHANG)`` per node, microseconds, so a node process's exit is noticed within
-50 ms, where the liveness window (20 s of missed heartbeats) would take 400 times as long."""
+50 ms, where the liveness window (5 s of missed heartbeats) would take 100 times as long."""
 
 STOP_GRACE = 5.0
 """Seconds a node's process group has between SIGTERM and SIGKILL (its agent stops its
@@ -143,9 +144,9 @@ class LocalDriver(Provider[Local]):
             ) from error
 
     def visible_devices(self, spec: PoolSpec) -> list[list[str | None]]:
-        """CUDA_VISIBLE_DEVICES for each worker of each node, for every index the pool may
-        use (``spec.max_nodes``): node ``i`` gets the same GPUs whenever a node starts at
-        index ``i`` (at start, added later, or replacing one), and no two indices share one.
+        """CUDA_VISIBLE_DEVICES for each worker of each of the pool's ``spec.max_nodes``
+        slots: no two slots share a GPU, and a node runs in a slot no live node holds
+        (``_slots``), so no two live nodes share one either.
 
         A pool that asks for no accelerator sees no GPU (``""``), as on a CPU cloud node.
         Left visible, every local node saw every GPU of the machine: on one H100, two
@@ -205,14 +206,11 @@ class LocalDriver(Provider[Local]):
         assert self.run_dir is not None, "prepare() first"
         context = self._bootstrap_context(spec)
         devices = self.visible_devices(spec)
+        slots = self._slots(indices, len(devices))
         started: list[_LocalNode] = []
         try:
-            for index in indices:
-                if not 0 <= index < len(devices):
-                    raise ConfigurationError(
-                        f"node index {index} is outside this pool's 0..{len(devices) - 1} (sky.Nodes(max=...))"
-                    )
-                started.append(self._start_node(spec, index, context, devices[index], user_data, emit))
+            for index, slot in zip(indices, slots, strict=True):
+                started.append(self._start_node(spec, index, slot, context, devices[slot], user_data, emit))
             self._await_endpoints(started)
         except BaseException:
             self._stop(started)
@@ -225,10 +223,30 @@ class LocalDriver(Provider[Local]):
             for node in started
         ]  # fmt: skip
 
+    def _slots(self, indices: Sequence[int], count: int) -> list[int]:
+        """A device slot for each new node: its own index's when that is free (the nodes
+        started first, and a replacement, keep their index's GPUs), else the lowest free
+        one. Indices grow without bound (a pool never reuses one for another node) while
+        slots are the pool's ``max_nodes``, so a pool that shrank and grows again still
+        finds one."""
+        with self._lock:
+            free = set(range(count)) - {n.slot for n in self._nodes}
+        slots: list[int] = []
+        for index in indices:
+            if not free:
+                raise ConfigurationError(
+                    f"add_nodes(indices={list(indices)}): the pool already runs {count} nodes, its sky.Nodes(max=...)"
+                )
+            slot = index if index in free else min(free)
+            free.discard(slot)
+            slots.append(slot)
+        return slots
+
     def _start_node(
         self,
         spec: PoolSpec,
         index: int,
+        slot: int,
         context: BootstrapContext,
         devices: Sequence[str | None],
         user_data: UserDataFactory,
@@ -262,7 +280,7 @@ class LocalDriver(Provider[Local]):
                 stderr=log,
                 start_new_session=True,  # its own process group: stopping the node kills the tree
             )
-        node = _LocalNode(index, instance_id, process, log_path)
+        node = _LocalNode(index, instance_id, process, log_path, slot)
         with self._lock:
             self._nodes.append(node)
         emit(
