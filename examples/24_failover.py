@@ -4,13 +4,13 @@
   ``sky.Spec`` gives a candidate its own accelerator, spot strategy or price cap.
 - ``selection="cheapest"`` tries them by the pool's live hourly price from the providers'
   offers (``sky.offers``); ``"first"`` in the order given.
-- A candidate that fails for capacity, quota, price or a launch timeout is cleaned up and
+- A candidate that fails for capacity, quota, price, a launch or a bootstrap timeout is cleaned up and
   said in a ``CandidateFailed`` event; a bad configuration or credential stops at once.
 
 On Local the cloud pool is a dry run (validated, nothing provisioned), and a pool of two
 Local candidates fails over for real: the first one's nodes cannot start within its
-``bootstrap_timeout`` of 10 ms (a launch timeout, as a cloud region whose machines do not
-come up in time), so the pool removes what it started and runs on the second. With
+``bootstrap_timeout`` of 10 ms (a bootstrap timeout, as a cloud region whose nodes do not
+answer in time), so the pool removes what it started and runs on the second. With
 SKYWARD_PROVIDER=aws (or digitalocean, verda, vastai, runpod) the cloud pool runs too,
 trying its regions in turn.
 
