@@ -37,7 +37,7 @@ from skyward.api.runner import Runner
 from skyward.api.spec import PoolSpec
 from skyward.cost import cost_final
 from skyward.errors import ConfigurationError, PoolClosedError, PoolTimeoutError
-from skyward.events import Error, PoolStarted, PoolStopping, SkywardEvent, TaskProgress
+from skyward.events import Error, Notice, PoolStarted, PoolStopping, SkywardEvent, TaskProgress
 from skyward.image import Image
 from skyward.providers.local import Local
 from skyward.providers.protocol import NodeHandle, ProviderDriver
@@ -362,9 +362,19 @@ class ComputePool:
         return self._runner.run_batch(batch)
 
     def broadcast(self, pending: PendingCompute[T]) -> tuple[T, ...]:
-        """Run on every worker of every node (``pending @ pool``); one result per worker,
-        ordered by node then worker. Fails at once with ``NodeLostError`` when a node of
-        the pool was lost."""
+        """Run on every worker of every node live when it is called (``pending @ pool``);
+        one result per worker, ordered by node then worker. A node joining, draining or
+        being replaced at that moment is left out, and a ``Notice`` names it; with no live
+        node it fails with ``NodeLostError``."""
+        client = self._require_client()
+        live = client.live_nodes()
+        left_out = sorted({h.node for h in self.nodes} - set(live))
+        if left_out:
+            names = ", ".join(map(str, left_out))
+            self.emit(
+                Notice(message=f"@ runs on nodes {', '.join(map(str, live)) or 'none'}: node(s) {names} "
+                       "not live now (joining, draining or being replaced)")
+            )  # fmt: skip
         return self._runner.broadcast(pending)
 
 

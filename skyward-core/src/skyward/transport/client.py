@@ -168,6 +168,11 @@ class PoolClient:
         with self._ledger.lock:
             return len(self._ledger.dispatcher.live_workers())
 
+    def live_nodes(self) -> list[int]:
+        """The nodes ``@`` runs on now: neither lost nor draining, in index order."""
+        with self._ledger.lock:
+            return sorted({node for node, _ in self._ledger.dispatcher.live_workers()})
+
     @property
     def node_infos(self) -> list[NodeInfo]:
         return [node.info for node in self._links.ordered()]
