@@ -39,8 +39,11 @@ class Nodes:
     ``desired``) and ``min`` ready before work starts."""
 
     desired: int
+    """Nodes started when the pool opens (0: born empty, the first task starts one)."""
     max: int | None = None
+    """The most nodes the pool may grow to; ``None``: ``desired`` (no growth)."""
     min: int | None = None
+    """Nodes ready before the pool opens, and the floor an idle pool shrinks to; ``None``: ``desired``."""
 
     def __post_init__(self) -> None:
         desired = _count("desired", self.desired, 0)

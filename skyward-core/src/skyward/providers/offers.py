@@ -84,7 +84,9 @@ class ShippedOffers(Protocol):
     machine with no credentials, marked as such. Live offers (spot prices, what a region
     has today) still need the account."""
 
-    def shipped_offers(self, query: OfferQuery) -> list[Offer]: ...
+    def shipped_offers(self, query: OfferQuery) -> list[Offer]:
+        """The offers matching ``query`` from the data the plugin ships (no API call)."""
+        ...
 
 
 def query(accelerator: str | None, *, nodes: int = 1, spot: bool = False) -> OfferQuery:

@@ -51,7 +51,9 @@ class Unreachable:
     """An API that did not answer: ``host`` (``"?"`` when no error names it) and why."""
 
     host: str
+    """The host that did not answer (``"?"`` when no error names it)."""
     reason: str
+    """Why, in words: the name does not resolve, the connection was refused, a timeout."""
 
     def __str__(self) -> str:
         return f"could not reach {self.host}: {self.reason}"

@@ -21,6 +21,7 @@ from skyward.providers.reachability import unreachable
 from skyward.providers.resources import CredentialCheck
 
 NETWORK_FIX = "check this machine's network connection (or proxy); the credentials were not checked"
+"""The fix a credential check gives when the API did not answer at all: no new token."""
 
 if TYPE_CHECKING:  # the type only: the cloud package imports much more than its settings
     from skyward.providers.cloud.settings import CloudSettings

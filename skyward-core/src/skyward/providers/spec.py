@@ -30,6 +30,7 @@ class PoolSpec:
     provider: object  # the provider's config (Local(), AWS(...)); its driver knows the type
     """The provider's configuration (``Local()``, ``AWS(...)``)."""
     image: Image
+    """The nodes' environment."""
     nodes: int = 1  # launched at start: the desired count (0 for a pool born empty)
     """The nodes launched at start: the desired count (0 for a pool born empty)."""
     machine: str | None = None
