@@ -209,12 +209,9 @@ def test_a_pool_that_may_scale_to_zero_does_so_when_idle_and_wakes_on_the_next_t
         assert log.added()[-1].node == 1  # a new node woke the pool
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, fixed by the lead: Local assumes a node index < max_nodes, but indices are never reused, "
-    "so a pool that scaled to zero cannot grow again past its max-th node ('node index 4 is outside this pool's 0..3')",
-)
 def test_a_pool_at_zero_wakes_again_and_again() -> None:
+    """Indices are never reused, so the third wake starts node 2 on a pool of max=2:
+    Local places it in a free device slot, not at its index."""
     log = EventLog()
     with elastic_pool(sky.Nodes(desired=1, max=2, min=0), log) as pool:
         for n in range(3):  # indices 0, 1, 2: the third is past max=2

@@ -98,8 +98,11 @@ def test_a_spot_container_taken_away_is_interrupted_its_work_moves_and_it_is_rep
         wait_until(lambda: any(isinstance(e, InstanceInterrupted) for e in seen), timeout=30)
         results = gather(*(square(x) for x in range(4))) >> pool  # the work goes on meanwhile
         assert [r[0] for r in results] == [0, 1, 4, 9]
-        wait_until(lambda: pool.nodes[node].instance_id != taken, timeout=90)
-        assert pool.nodes[node].instance_id != taken
+
+        def at_node() -> str | None:  # the node at that index (none while it is being replaced)
+            return next((n.instance_id for n in pool.nodes if n.node == node), None)
+
+        wait_until(lambda: at_node() not in (taken, None), timeout=90)
         assert sorted(n for _, n in square(2) @ pool) == [0, 1]  # the replacement serves, through its own mapping
     interrupted = [e for e in seen if isinstance(e, InstanceInterrupted)]
     assert [(e.node, e.instance_id) for e in interrupted] == [(node, taken)]

@@ -42,9 +42,13 @@ def test_a_reclaimed_spot_instance_is_interrupted_its_work_moves_and_it_is_repla
         wait_until(lambda: any(isinstance(e, InstanceInterrupted) for e in seen), timeout=30)
         results = gather(*(square(x) for x in range(4))) >> pool  # the work goes on during the replacement
         assert [r[0] for r in results] == [0, 1, 4, 9]
-        wait_until(lambda: pool.nodes[1].instance_id != reclaimed, timeout=90, interval=0.1)
-        replacement = pool.nodes[1].instance_id
-        assert replacement != reclaimed and instances.harness.is_running(replacement)
+
+        def at_one() -> str | None:  # node 1 (none while it is being replaced)
+            return next((n.instance_id for n in pool.nodes if n.node == 1), None)
+
+        wait_until(lambda: at_one() not in (reclaimed, None), timeout=90, interval=0.1)
+        replacement = at_one()
+        assert replacement is not None and instances.harness.is_running(replacement)
         assert sorted(r[1] for r in square(2) @ pool) == [0, 1]  # both nodes serve again
     interrupted = [e for e in seen if isinstance(e, InstanceInterrupted)]
     assert [(e.node, e.instance_id) for e in interrupted] == [(1, reclaimed)]

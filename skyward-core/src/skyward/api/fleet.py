@@ -279,7 +279,18 @@ class Fleet:
         driver = self._driver
         if not isinstance(driver, PortMapping):
             return None
-        return lambda node, port: driver.mapped_endpoint(self._state.member(node).addressed, port)
+        return lambda node, port: driver.mapped_endpoint(self._addressed(node), port)
+
+    def _addressed(self, node: int) -> NodeHandle:
+        """The handle the client talks to for ``node``: a member's (or its replacement's),
+        or a node still starting (it joins through the same handshake)."""
+        state = self._state
+        if state.has(node):
+            return state.member(node).addressed
+        for handle in state.starting:
+            if handle.node == node:
+                return handle
+        raise ValueError(f"node {node} is neither in the fleet nor starting (members: {list(state.indices)})")
 
     # -- start and stop ---------------------------------------------------------------------
 

@@ -97,9 +97,14 @@ class FleetState:
 
     @property
     def size(self) -> int:
-        """Members that take work plus nodes on their way (reserved or starting): what the
-        scaler compares with the desired count."""
-        return len(self.live) + len(self.joining)
+        """Members that take work plus nodes on their way (reserved or starting) and
+        reclaimed members draining before their replacement: what the scaler compares with
+        the desired count (a spot node that got its notice is replaced by the healing path,
+        not once more by the scaler)."""
+        reclaimed = sum(
+            1 for m in self.members if m.status is NodeStatus.DRAINING and m.handle.instance_id in self.interrupted
+        )
+        return len(self.live) + len(self.joining) + reclaimed
 
     @property
     def indices(self) -> tuple[int, ...]:

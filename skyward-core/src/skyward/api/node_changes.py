@@ -138,8 +138,11 @@ class NodeChanges:
     # -- removing -----------------------------------------------------------------------
 
     def remove(self, indices: Sequence[int], reason: NodeChange, drain_timeout: float = DRAIN_TIMEOUT) -> None:
-        """Remove live nodes: each drained first (it takes no new work, its queued work
-        moves on, what it runs may finish within ``drain_timeout``), then deleted."""
+        """Remove live nodes: each drained first (it takes no new work; its queued and
+        re-runnable running tasks move to the others at once, the first result winning; a
+        task that may not run again finishes there within ``drain_timeout``), then deleted.
+        A re-runnable task may so run twice: the price of a scale-down that never waits on
+        a long task."""
         fleet = self._fleet
         link = fleet.link
         handles = []

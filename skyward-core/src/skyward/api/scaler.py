@@ -246,10 +246,12 @@ class Scaler:
                 fleet.link.fail_waiting(f"node {index} was lost ({why}) and the pool replaces no lost node")
             return
         try:
-            changes.add_at(index, "replacement")
+            (new,) = changes.add_at(index, "replacement")
         except Exception as error:
             fleet.emit(Notice(message=f"node {index} was lost ({why}) and could not be replaced: {error}"))
             self._cannot_grow(f"node {index} was lost ({why}) and could not be replaced: {error}")
+            return
+        fleet.emit(Notice(message=f"node {index} replaced: {handle.instance_id} -> {new.instance_id}"))
 
     def _watch_nodes(self, driver: NodeWatch) -> None:
         """Every ``node_poll_interval`` seconds, ask the provider which nodes are gone: a

@@ -425,18 +425,27 @@ class CloudProvider(Provider[CS]):
 
     def gone(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
         """The NodeWatch ability: those of ``nodes`` the cloud lists as gone or stopped
-        (deleted, terminated, failed, powered off), from one describe call."""
-        return self._not_running(nodes, f"the {self.instance_noun}")
+        (deleted, terminated, failed, powered off), from one describe call. A spot node's
+        reason says it was taken away without notice (the pool takes the interruption path
+        for it), as ``reclaimed`` does."""
+        spot = {n.instance_id for n in nodes if n.spot}
+        return {
+            i: self._reclaim_reason(status) if i in spot else f"{self.name} says the {self.instance_noun} is {status}"
+            for i, status in self._not_running(nodes).items()
+        }
 
-    def _not_running(self, nodes: Sequence[NodeHandle], what: str) -> dict[str, str]:
+    def _not_running(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
+        """Instance id -> its status, for those of ``nodes`` that are gone or stopped."""
         described = self.describe([n.instance_id for n in nodes])
         found: dict[str, str] = {}
         for node in nodes:
             instance = described.get(node.instance_id)
             if instance is None or instance.state in (InstanceState.GONE, InstanceState.STOPPED):
-                status = instance.status if instance is not None and instance.status else "gone"
-                found[node.instance_id] = f"{self.name} says {what} is {status}"
+                found[node.instance_id] = instance.status if instance is not None and instance.status else "gone"
         return found
+
+    def _reclaim_reason(self, status: str) -> str:
+        return f"{self.name} says this spot {self.instance_noun} is {status}: taken away without notice"
 
     def _create_all(
         self, spec: PoolSpec, requests: Sequence[tuple[NodePlan, NodeRequest]], emit: EventSink
@@ -660,8 +669,7 @@ class SpotCloudProvider(CloudProvider[CS]):
         return self.config.poll_interval
 
     def reclaimed(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
-        found = self._not_running(nodes, f"this spot {self.instance_noun}")
-        return {i: f"{why}: taken away without notice" for i, why in found.items()}
+        return {i: self._reclaim_reason(status) for i, status in self._not_running(nodes).items()}
 
     def replaces_interrupted(self, spec: PoolSpec) -> bool:
         return isinstance(self.strategy(spec), SpotAlways)
