@@ -29,7 +29,9 @@ def _outputs_text(cell: nbformat.NotebookNode) -> str:
 
 def test_the_example_notebook_opens_runs_survives_an_interrupt_and_closes(tmp_path: Path) -> None:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(notebook, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        notebook, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     with client.setup_kernel():
         for index, cell in enumerate(notebook.cells):
             if cell.cell_type != "code":
