@@ -51,7 +51,8 @@ def test_the_example_notebook_opens_runs_survives_an_interrupt_and_closes(tmp_pa
                 with pytest.raises(CellExecutionError) as failed:
                     client.execute_cell(cell, index)
                 assert failed.value.ename == "ZeroDivisionError"
-                # the worker has no file for the cell: the line comes from the kernel
+                # the cell's line in the remote traceback (on Local the worker reads the
+                # kernel's cell file; elsewhere the client fills it in: with_source_lines)
                 assert "return 1 / x  # fails for 0" in str(failed.value)
                 continue
             client.execute_cell(cell, index)
