@@ -16,8 +16,10 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
+import types
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
@@ -135,6 +137,15 @@ def call_task(cache: FunctionCache, payload: list[Any]) -> tuple[Any, Any]:
         sys.stderr.flush()
 
 
+def _inside(frame: types.FrameType | None, code: types.CodeType) -> bool:
+    """Whether ``frame`` runs ``code`` or is called, however deeply, from it."""
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def run_task(cache: FunctionCache, payload: list[Any]) -> tuple[wire.Status, list[serialize.Frame]]:
     """Run one task (its frames, see ``wire.encode_task``); never raises."""
     fn: Any = None
@@ -212,6 +223,7 @@ class Worker:
         self.stopping = False  # STOP arrived while a stream waited for credit or input
         # the task running now (any kind), for RECALL and input streams
         self.running_id: int | None = None
+        self.cancel_id: int | None = None  # the running task a CANCEL interrupts (``_cancel``)
         self.running_client = b""
         # input streams of the running task, by slot: items received, slots ended, items
         # read since the last WANT (see ``next_input``)
@@ -225,6 +237,8 @@ class Worker:
         self.watch = SocketWatch(self.context, self.tasks, self._receive, self._flush_stream, watch_after)
 
     def serve(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._on_sigint)
         get_plugin_manager().hook.skyward_worker_startup(info=self.info)
         self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
         poller = zmq.Poller()
@@ -294,6 +308,8 @@ class Worker:
                     offset += count
             elif kind == wire.RECALL:
                 self._recall(client, set(wire.unpack_recall(header)))
+            elif kind == wire.CANCEL:
+                self._cancel(client, wire.unpack_recall(header)[0])
             elif kind == wire.INPUT:
                 self._on_input(header, parts)
             elif kind == wire.CREDIT:
@@ -384,6 +400,26 @@ class Worker:
         self.pending = kept
         if dropped:
             self._send(client, dropped, [])
+
+    def _cancel(self, client: bytes, task_id: int) -> None:
+        """The caller stopped waiting for ``task_id`` (Ctrl-C, a notebook's interrupt): a
+        task not begun is dropped as a recalled one is; the plain task running now gets a
+        KeyboardInterrupt in its own code, as it would on the caller's machine, so the
+        worker is free for the next call instead of finishing work nobody will read."""
+        self._recall(client, {task_id})
+        if task_id == self.running_id and task_id not in (self.stream_id, self.inputs_task):
+            self.cancel_id = task_id
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:
+        """SIGINT in the worker: a cancel (``_cancel``) raises KeyboardInterrupt only inside
+        the task's own call (``call_task``, whose caller turns any exception into the
+        task's result), never in the loop around it, which must go on; any other SIGINT
+        is ignored: the supervisor stops a worker (STOP, then a kill), and a SIGINT from a
+        cancel that arrives after its task ended must not end the worker."""
+        if self.cancel_id is not None and self.cancel_id == self.running_id and _inside(frame, call_task.__code__):
+            self.cancel_id = None
+            raise KeyboardInterrupt(f"task {self.running_id} cancelled: its caller was interrupted")
 
     def _run_pending(self) -> None:
         """Run the local queue in order. Between tasks, new messages are read when the

@@ -16,9 +16,12 @@ import functools
 import importlib
 import inspect
 import sys
+import types
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+import cloudpickle
 
 from skyward.errors import ConfigurationError
 
@@ -102,8 +105,14 @@ class PendingCompute(Generic[R]):
     def __reduce__(self) -> tuple[Any, ...]:
         # ``fn`` is the function @compute wrapped; its module attribute is the wrapper, so
         # the standard pickle, which saves functions by name, finds "not the same object".
-        # Save the wrapper's name instead; any other function is saved as it is.
-        return (_rebuild, (_ComputeName.of(self.fn) or self.fn, self.args, self.kwargs, self.retries))
+        # Save the wrapper's name instead, or the function by value where no name finds it
+        # (see ``_reference``); any other function is saved as it is. A function saved by
+        # value takes its arguments with it: they are mostly of its program too (a class
+        # defined in the same notebook), which the standard pickle also saves by name only.
+        fn = _reference(self.fn)
+        if isinstance(fn, _ByValue):
+            return (_rebuild_by_value, (cloudpickle.dumps((self.fn, self.args, self.kwargs)), self.retries))
+        return (_rebuild, (fn, self.args, self.kwargs, self.retries))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +145,61 @@ class _ComputeName:
         return found.local
 
 
+@dataclass(frozen=True, slots=True)
+class _ByValue:
+    """A function no name finds in another process, saved as cloudpickle's bytes: one
+    defined in ``__main__`` (a script, a notebook cell: ``__main__`` there is another
+    program) or inside another function. The standard pickle saves functions by name
+    only, so a computation of such a function pickles with it as cloudpickle would."""
+
+    data: bytes
+
+    def resolve(self) -> Callable[..., Any]:
+        fn: Callable[..., Any] = cloudpickle.loads(self.data)
+        return fn
+
+
+def _reference(fn: Callable[..., Any]) -> Callable[..., Any] | _ComputeName | _ByValue:
+    """How ``fn`` is pickled: by its ``@compute`` wrapper's name, by value where its own
+    name does not lead back to it (``__main__``, a closure, a lambda), else as itself."""
+    name = _ComputeName.of(fn)
+    if name is not None:
+        return name
+    if isinstance(fn, types.FunctionType) and (fn.__module__ == "__main__" or _found(fn) is not fn):
+        return _ByValue(cloudpickle.dumps(fn))
+    return fn
+
+
+def _found(fn: types.FunctionType) -> object:
+    """What ``fn``'s module and qualified name lead to in this process (None: nothing)."""
+    found: object = sys.modules.get(fn.__module__)
+    for part in fn.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found
+
+
+def _resolve(fn: Callable[..., Any] | _ComputeName | _ByValue) -> Callable[..., Any]:
+    return fn.resolve() if isinstance(fn, _ComputeName | _ByValue) else fn
+
+
 def _rebuild(
-    fn: Callable[..., Any] | _ComputeName,
+    fn: Callable[..., Any] | _ComputeName | _ByValue,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     retries: int | None = None,
 ) -> PendingCompute[Any]:
-    return PendingCompute(fn.resolve() if isinstance(fn, _ComputeName) else fn, args, kwargs, retries)
+    return PendingCompute(_resolve(fn), args, kwargs, retries)
+
+
+def _rebuild_by_value(data: bytes, retries: int | None) -> PendingCompute[Any]:
+    fn, args, kwargs = cloudpickle.loads(data)
+    return PendingCompute(fn, args, kwargs, retries)
+
+
+def _rebuild_function(
+    fn: Callable[..., Any] | _ComputeName | _ByValue, retries: int | None
+) -> ComputeFunction[..., Any]:
+    return ComputeFunction(_resolve(fn), retries)
 
 
 def _check_pending(value: object) -> PendingCompute[Any]:
@@ -297,10 +354,10 @@ class ComputeFunction(Generic[P, R]):
         retries = "" if self._retries is None else f" retries={self._retries}"
         return f"<compute {getattr(self._fn, '__qualname__', self._fn)!r}{retries}>"
 
-    # A ComputeFunction is itself picklable by value (cloudpickle), e.g. when one
-    # computation calls another's .local inside a worker.
+    # A ComputeFunction is itself picklable, e.g. when one computation calls another's
+    # .local inside a worker: its function travels as a computation's does.
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ComputeFunction, (self._fn, self._retries))
+        return (_rebuild_function, (_reference(self._fn), self._retries))
 
 
 @overload

@@ -10,6 +10,7 @@ does not pile onto a worker the caller is using.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -87,10 +88,12 @@ class DirectPath:
             with ledger.lock:
                 ledger.dispatcher.release(key)
             return _wait(self._queue([frames], None, retries)[0])
+        sent: tuple[zmq.Socket[bytes], int] | None = None
         try:
             generation = worker.generation
             sock = self._socket(worker)
             task_id = ledger.next_id()
+            sent = (sock, task_id)
             task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
             wire.send_frames(sock, wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames]))
             while True:
@@ -116,6 +119,13 @@ class DirectPath:
                     if self._rerun_lost and budget == 0:
                         raise NodeLostError(f"{worker.last_death}; {_AT_MOST_ONCE}")
                     raise NodeLostError(worker.last_death)
+        except KeyboardInterrupt:
+            # the caller was interrupted (Ctrl-C, a notebook's interrupt): the worker
+            # drops the task or interrupts it, and is free for the next call
+            if sent is not None:
+                with contextlib.suppress(zmq.ZMQError):
+                    sent[0].send(wire.pack_cancel(sent[1]), zmq.NOBLOCK)
+            raise
         finally:
             with ledger.lock:
                 ledger.dispatcher.release(key, fn_key, seconds)

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import linecache
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,6 +57,8 @@ class ResultDecoder:
             exc, tb = self._loads(frames)
         except Exception as error:
             return unreadable(node, "exception", error)
+        if isinstance(tb, str):
+            tb = with_source_lines(tb, linecache.getline)
         cause = RemoteTraceback(f"Traceback from node {node}:\n{tb}")
         if not isinstance(exc, BaseException):
             return RemoteError(f"a task on node {node} failed with a non-exception {exc!r}")
@@ -68,6 +72,31 @@ class ResultDecoder:
             return wrapped
         exc.__cause__ = cause
         return exc
+
+
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def with_source_lines(tb: str, getline: Callable[[str, int], str]) -> str:
+    """``tb`` with the source line put under each frame that lacks one, read here with
+    ``getline`` (``linecache.getline``). A function defined in a notebook cell or a
+    script's ``__main__`` travels by value: its file does not exist on the worker, whose
+    traceback then shows no line, while this process holds the cell's source (IPython
+    keeps every cell in ``linecache``)."""
+    lines = tb.splitlines(keepends=True)
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        out.append(line)
+        frame = _FRAME.match(line)
+        if frame is None:
+            continue
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if following.startswith("    "):
+            continue  # the worker found the line itself
+        source = getline(frame.group("file"), int(frame.group("line"))).strip()
+        if source:
+            out.append(f"    {source}\n")
+    return "".join(out)
 
 
 def unreadable(node: int, what: str, error: BaseException) -> UnreadableResultError:

@@ -57,6 +57,7 @@ NOTICE = b"N"
 READY = b"W"
 CLUSTER = b"C"
 RECALL = b"X"
+CANCEL = b"Q"  # [Q+id]: the caller stopped waiting (interrupted): drop the task, or interrupt it
 CREDIT = b"K"
 INPUT = b"P"
 PACKED = b"Z"  # a message's small frames in one (see ``pack_message``)
@@ -120,6 +121,10 @@ def unpack_results(raw: Any) -> list[tuple[int, Status, int, float]]:
 
 def pack_recall(task_ids: Sequence[int]) -> bytes:
     return RECALL + b"".join(_ID.pack(t) for t in task_ids)
+
+
+def pack_cancel(task_id: int) -> bytes:
+    return CANCEL + _ID.pack(task_id)
 
 
 def unpack_recall(raw: Any) -> list[int]:
