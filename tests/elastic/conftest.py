@@ -17,12 +17,11 @@ for _path in (_TESTS, _TESTS / "digitalocean"):  # `fakes`, `harness`, `provider
         sys.path.insert(0, str(_path))
 
 from aws.conftest import aws, emulate, emulated, moto_server  # noqa: E402, F401  (fixtures, shared)
+from do_fixtures import do_config, fake_do  # noqa: E402, F401  (fixtures, shared)
 from do_support import DropletWorld  # noqa: E402
 from do_support import emulate as emulate_droplets  # noqa: E402
-from fakes.digitalocean import TOKEN, FakeDigitalOcean  # noqa: E402
-from providers_support import fail_cloud_test_outside_isolation, quick_settings, serve  # noqa: E402
-
-from skyward_digitalocean import DigitalOcean  # noqa: E402
+from fakes.digitalocean import FakeDigitalOcean  # noqa: E402
+from providers_support import fail_cloud_test_outside_isolation  # noqa: E402
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -30,16 +29,5 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture
-def fake_do() -> Iterator[FakeDigitalOcean]:
-    yield from serve(FakeDigitalOcean, "DigitalOcean")
-
-
-@pytest.fixture
-def do_config(fake_do: FakeDigitalOcean, monkeypatch: pytest.MonkeyPatch) -> DigitalOcean:
-    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
-    return DigitalOcean(region="tor1", api_url=fake_do.url, **quick_settings(fake_do))
-
-
-@pytest.fixture
-def droplets(fake_do: FakeDigitalOcean) -> Iterator[DropletWorld]:
+def droplets(fake_do: FakeDigitalOcean) -> Iterator[DropletWorld]:  # noqa: F811 (the fixture imported above)
     yield from emulate_droplets(fake_do)
