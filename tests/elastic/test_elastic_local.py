@@ -158,7 +158,7 @@ def test_a_scale_down_of_busy_nodes_loses_no_task(release: Path) -> None:
         until("the scale-down", lambda: len(log.removed()) == 2)
         release.touch()
         assert [f.result(timeout=60) for f in futures] == [1, 2, 3]
-        assert {e.reason for e in log.removed()} == {"scale-down"}
+        assert {e.reason for e in log.removed()} <= {"resize", "scale-down"}  # by hand, or the idle policy first
         assert live_count(pool) == 1
 
 
@@ -177,7 +177,7 @@ def test_a_scale_down_waits_for_the_at_most_once_tasks_a_node_runs(release: Path
         release.touch()
         assert [f.result(timeout=60) for f in futures] == [1, 1, 1]
         until("the drained nodes to go", lambda: live_count(pool) == 1 and len(log.removed()) == 2)
-        assert {e.reason for e in log.removed()} == {"scale-down"}
+        assert {e.reason for e in log.removed()} <= {"resize", "scale-down"}  # by hand, or the idle policy first
 
 
 def test_resize_within_the_bounds_grows_and_shrinks_and_outside_them_is_refused() -> None:
@@ -240,7 +240,10 @@ def test_a_scale_down_racing_a_stream_of_submissions_loses_nothing() -> None:
             pool.resize(1)
             # the autoscaler may grow the pool again under this load: what counts is that
             # two nodes left while tasks kept coming
-            until("the scale-down under load", lambda: len(log.removed("scale-down")) >= 2)
+            until(
+                "the scale-down under load",
+                lambda: len([e for e in log.removed() if e.reason in ("resize", "scale-down")]) >= 2,
+            )
             count = len(futures)
             until("more work after the scale-down", lambda: len(futures) > count + 200)
         finally:
@@ -364,7 +367,7 @@ def test_cost_final_bills_a_removed_node_only_until_its_removal() -> None:
         until("both nodes", lambda: live_count(pool) == 2)
         pool.resize(1)
         until("the scale-down", lambda: len(log.removed()) == 1)
-        removed = log.removed("scale-down")[0].instance_id
+        removed = log.removed()[0].instance_id
         fleet = pool._fleet
         assert fleet is not None
         ledger = fleet._ledger
