@@ -171,8 +171,8 @@ class BootstrapContext:
     skyward_requirement: str | None = None
     """How to install skyward into a fresh environment (``skyward-core==X`` or a local path)."""
     pinned: Sequence[str] = ()
-    """Requirements pinned to the client's versions (cloudpickle, the wheels' dependencies), so
-    what the client pickles the node can unpickle."""
+    """What is installed alongside skyward, as the client has it: its plugins, cloudpickle at the
+    client's version (what the client pickles, the node must unpickle), the wheels' dependencies."""
     agent_env: Mapping[str, str] = field(default_factory=dict)
     """The environment of the agent process, its config among it."""
     extra_steps: Sequence[tuple[str, str]] = ()

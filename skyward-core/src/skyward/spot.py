@@ -33,7 +33,7 @@ class SpotAlways:
     retries: int = 10
     """More launch tries after spot capacity is refused; 0 gives up at the first refusal."""
     interval: float = 1.0
-    """Seconds between tries: spot capacity often frees up within seconds."""
+    """Seconds between tries."""
 
     def __post_init__(self) -> None:
         if isinstance(self.retries, bool) or not isinstance(self.retries, int):

@@ -109,7 +109,7 @@ class Instance:
     ip: str | None = None
     """Its public address, where the client reaches the agent; ``None`` until it has one."""
     private_ip: str | None = None
-    """Its address inside the provider's network, where nodes reach each other; ``None``: none."""
+    """Its address inside the provider's network; ``None``: none (the handle then uses ``ip``)."""
     status: str = ""
     """The provider's own word for its state (``"active"``), for messages."""
     ports: Mapping[int, int] = field(default_factory=dict)
