@@ -165,16 +165,29 @@ class BootstrapContext:
     """
 
     local: bool = False
+    """Running on the user's own machine: never shut it down, never apt-get."""
     python_executable: str | None = None
+    """The interpreter for the environment (Local: the client's); ``None`` lets uv pick."""
     skyward_requirement: str | None = None
+    """How to install skyward into a fresh environment (``skyward-core==X`` or a local path)."""
     pinned: Sequence[str] = ()
+    """What is installed alongside skyward, as the client has it: its plugins, cloudpickle at the
+    client's version (what the client pickles, the node must unpickle), the wheels' dependencies."""
     agent_env: Mapping[str, str] = field(default_factory=dict)
+    """The environment of the agent process, its config among it."""
     extra_steps: Sequence[tuple[str, str]] = ()
+    """``(name, script)`` pairs from plugins (volumes, ...), run after the system packages."""
     home: str | None = None
+    """Where environments are cached; ``None`` means ``$HOME/.skyward``."""
     uv: str | None = None
+    """A path to uv to use; ``None`` finds one or installs it (stock Ubuntu images lack venv)."""
     start_agent: bool = True
+    """Whether the script ends by starting the agent; ``False`` only builds the environment."""
     baked: bool = False
+    """The machine starts from a baked image: skip what is already installed there."""
     wheels: Sequence[LocalWheel] = ()
+    """Wheels the client built of its local requirements, sent over the agent's endpoint."""
 
     def quoted_env(self) -> list[tuple[str, str]]:
+        """The agent's environment as sorted ``(name, shell-quoted value)`` pairs, for ``export`` lines."""
         return [(k, shlex.quote(v)) for k, v in sorted(self.agent_env.items())]

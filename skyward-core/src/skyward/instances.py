@@ -33,15 +33,25 @@ class InstanceType:
     """
 
     name: str
+    """The provider's name for the type (``"g5.xlarge"``)."""
     vcpus: int
+    """Virtual CPUs."""
     memory: int
+    """Memory in bytes."""
     on_demand_price: float
+    """On-demand price, USD per hour."""
     accelerator: str | None = None
+    """The accelerator's catalog spelling (``"A100-40GB"``), or ``None`` for a CPU-only machine."""
     accelerator_count: int = 0
+    """Accelerators per instance; 0 for a CPU-only machine."""
     spot_price: float | None = None
+    """Spot price, USD per hour; ``None`` where the type has no spot market."""
     region: str = ""
+    """The region the type is offered in ("" where the provider has no regions)."""
     zone: str | None = None
+    """The zone, where prices or capacity differ by zone; ``None`` otherwise."""
     available: bool = True
+    """Whether the type can be launched now; an unavailable one is shown as a near miss, never chosen."""
 
     def __post_init__(self) -> None:
         if self.vcpus < 1 or self.memory < 1:
@@ -69,6 +79,7 @@ class InstanceType:
         )
 
     def describe(self) -> str:
+        """One line for messages: name, place, vCPUs, memory, accelerators and on-demand price."""
         where = self.zone or self.region
         place = f" ({where})" if where else ""
         acc = f", {self.accelerator_count}x {self.accelerator}" if self.accelerator else ""
@@ -92,6 +103,7 @@ class NoMatchingInstanceError(ConfigurationError):
     def __init__(self, message: str, candidates: tuple[Misfit, ...] = ()) -> None:
         super().__init__(message)
         self.candidates = candidates
+        """The nearest instance types, each with the reasons it does not fit, nearest first."""
 
 
 class _AcceleratorMatcher:

@@ -31,7 +31,9 @@ class SpotAlways:
     ``retries`` times, ``interval`` seconds apart, before the pool gives up."""
 
     retries: int = 10
+    """More launch tries after spot capacity is refused; 0 gives up at the first refusal."""
     interval: float = 1.0
+    """Seconds between tries."""
 
     def __post_init__(self) -> None:
         if isinstance(self.retries, bool) or not isinstance(self.retries, int):
@@ -67,6 +69,7 @@ class SpotPercent:
     """At least ``fraction`` of the nodes on spot (rounded up); the rest may be on-demand."""
 
     fraction: float
+    """The share of nodes that must be spot, in (0, 1]; stored as a float."""
 
     def __post_init__(self) -> None:
         value = self.fraction
@@ -152,8 +155,12 @@ def wants_spot(strategy: SpotStrategy) -> bool:
 
 
 class Market(enum.Enum):
+    """The market a node is launched in: spot (cheaper, may be reclaimed) or on-demand."""
+
     SPOT = "spot"
+    """Spare capacity at a discount; the provider may reclaim the instance at short notice."""
     ON_DEMAND = "on-demand"
+    """Full price; the instance runs until it is terminated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +168,15 @@ class NodePlan:
     """The market one node is launched in, and how hard to insist on spot."""
 
     node: int
+    """The node's index in the pool; node 0 is the head node."""
     market: Market
-    retries: int = 0  # more tries after spot capacity is refused
-    interval: float = 0.0  # seconds between tries
-    fallback: bool = False  # may run on-demand when spot is refused
+    """The market the node is launched in first."""
+    retries: int = 0
+    """More tries after spot capacity is refused."""
+    interval: float = 0.0
+    """Seconds between tries."""
+    fallback: bool = False
+    """Whether the node may run on-demand when spot is refused (``Spot.IfAvailable()``)."""
 
 
 def plan_markets(strategy: SpotStrategy | None, nodes: int) -> list[NodePlan]:

@@ -13,9 +13,13 @@ from decimal import Decimal, InvalidOperation
 from skyward.errors import ConfigurationError
 
 KIB = 1024
+"""Bytes in a kibibyte (``"1KB"`` and ``"1KiB"`` both mean this)."""
 MIB = 1024**2
+"""Bytes in a mebibyte (``"1MB"`` and ``"1MiB"`` both mean this)."""
 GIB = 1024**3
+"""Bytes in a gibibyte (``"1GB"`` and ``"1GiB"`` both mean this)."""
 TIB = 1024**4
+"""Bytes in a tebibyte (``"1TB"`` and ``"1TiB"`` both mean this)."""
 
 _UNITS: dict[str, int] = {
     "b": 1,

@@ -35,14 +35,23 @@ class CatalogEntry:
     """
 
     model: str
+    """The canonical model name (``"A100"``); every spelling of the model resolves to it."""
     vendor: str
+    """Who makes it (``"NVIDIA"``, ``"AWS"``, ``"Google"``, ``"AMD"``)."""
     memory_gb: int
+    """Memory of one device, GB."""
     form_factor: str | None = None
+    """The form factor (``"SXM"``, ``"PCIe"``), where the model comes in several; else ``None``."""
     aliases: tuple[str, ...] = ()
+    """Other spellings of the model name (``"Trn2"`` for ``"Trainium2"``)."""
     mig_profiles: tuple[MigProfile, ...] = ()
+    """The MIG partitions this variant can be split into; empty where it has no MIG."""
     default: bool = False
+    """Whether a bare model name stands for this variant when one must be chosen."""
     kind: str = "gpu"
+    """The device family: ``"gpu"``, ``"tpu"``, ``"trainium"`` or ``"inferentia"``."""
     cores_per_chip: int | None = None
+    """TPU cores per chip, to turn slice names (``"v5p-8"`` counts cores) into chips; ``None`` otherwise."""
 
     def __post_init__(self) -> None:
         if not self.model or not self.vendor:
@@ -102,6 +111,7 @@ class Catalog:
             for alias in entry.aliases:
                 spellings.setdefault(spelling_key(alias), model)
         self.entries: tuple[CatalogEntry, ...] = tuple(kept)
+        """The entries, in the order given, without repeats of a model, memory and form factor."""
         self._spellings = spellings
         self._by_model = by_model
 
@@ -117,6 +127,7 @@ class Catalog:
         return self._spellings.get(spelling_key(spelling))
 
     def variants(self, model: str) -> list[CatalogEntry]:
+        """Every variant of the canonical ``model``, in catalog order; empty for an unknown one."""
         return list(self._by_model.get(model, ()))
 
     def matching(self, model: str, memory_gb: int | None = None, form_factor: str | None = None) -> list[CatalogEntry]:
@@ -148,6 +159,7 @@ class Catalog:
         return None
 
     def form_factors(self, model: str) -> list[str]:
+        """The form factors ``model`` comes in, in catalog order, each once."""
         found: list[str] = []
         for entry in self._by_model.get(model, ()):
             if entry.form_factor is not None and entry.form_factor not in found:
@@ -155,6 +167,7 @@ class Catalog:
         return found
 
     def memories(self, model: str) -> list[int]:
+        """The memory sizes ``model`` comes in, GB, ascending."""
         return sorted({e.memory_gb for e in self._by_model.get(model, ())})
 
 

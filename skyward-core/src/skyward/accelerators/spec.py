@@ -44,16 +44,25 @@ class Accelerator:
     """
 
     name: str
+    """The canonical model (``"A100"``, ``"Trainium2"``, ``"TPU-v5p"``)."""
     count: int = 1
+    """Devices per node."""
     memory: str | None = None
+    """The memory variant (``"40GB"``); ``None`` accepts any."""
     form_factor: str | None = None
+    """The form factor (``"SXM"``, ``"PCIe"``); ``None`` accepts any."""
     mig: tuple[str, ...] = ()
+    """The MIG partitions of each GPU (``("3g.40gb", "3g.40gb")``), one worker each; empty: no MIG."""
 
     # Factory namespaces, attached by skyward.accelerators.factories.
     NVIDIA: ClassVar[type[NVIDIAFactories]]
+    """NVIDIA GPUs by model: ``Accelerator.NVIDIA.H100(count=8)``."""
     AWS: ClassVar[type[AWSFactories]]
+    """AWS chips: ``Accelerator.AWS.Trainium(2)``, ``Accelerator.AWS.Inferentia(2)``."""
     Google: ClassVar[type[GoogleFactories]]
+    """Google TPUs: ``Accelerator.Google.TPU("v5p")``, ``Accelerator.Google.TPUSlice("v5p-8")``."""
     AMD: ClassVar[type[AMDFactories]]
+    """AMD GPUs: ``Accelerator.AMD.MI("300X")``, ``Accelerator.AMD.RadeonPro("V710")``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:

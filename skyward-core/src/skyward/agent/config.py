@@ -20,7 +20,8 @@ the bootstrap moves it onto the agent's stdin, never into its environment."""
 CONFIG_END = "SKYWARD_AGENT_CONFIG_END"
 """The here-document delimiter; a JSON object line can never equal it."""
 READY_MARKER = "::skyward-ready"
-DEFAULT_AGENT_PORT = 16789  # what cloud providers open to the client's address only
+DEFAULT_AGENT_PORT = 16789
+"""The agent's port on a node: what cloud providers open, to the client's address only."""
 WILDCARD_HOST = "0.0.0.0"
 BIND_HOST_ENV = "SKYWARD_BIND_HOST"
 """The address that stands for every address of the node's machine on an emulated machine

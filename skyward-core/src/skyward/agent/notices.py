@@ -15,8 +15,10 @@ import enum
 class NoticeKind(enum.StrEnum):
     """What a dropped notice means to the pool."""
 
-    INTERRUPTION = "interruption"  # the provider reclaims this (spot) node soon: re-run its work elsewhere
-    REBALANCE = "rebalance"  # an early hint that capacity is scarce: shown to the user only
+    INTERRUPTION = "interruption"
+    """The provider reclaims this (spot) node soon: its work runs again elsewhere."""
+    REBALANCE = "rebalance"
+    """An early hint that capacity is scarce: shown to the user only."""
 
 
 def notices_dir(run_dir: str, node: int) -> str:

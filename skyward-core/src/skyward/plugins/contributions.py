@@ -32,8 +32,11 @@ class ProviderPlugin(Generic[C]):
     """
 
     name: str
+    """What events report (``"aws"``, ``"local"``)."""
     config_type: type[C]
+    """The class a user instantiates (``AWS(region=...)``)."""
     create_driver: Callable[[C], ProviderDriver]
+    """Builds the driver from a config instance; usually the driver class itself."""
 
 
 AnyProviderPlugin: TypeAlias = ProviderPlugin[Any]
@@ -46,8 +49,11 @@ class VolumePlugin(Generic[V]):
     """A volume type and the shell lines that mount an instance of it on a node."""
 
     name: str
+    """The volume type's name (``"s3"``)."""
     volume_type: type[V]
+    """The class a user passes as ``volume=`` (``S3Volume``)."""
     mount_script: Callable[[V], str]
+    """The shell lines that mount a volume of this type on a node, run in its bootstrap."""
 
 
 AnyVolumePlugin: TypeAlias = VolumePlugin[Any]

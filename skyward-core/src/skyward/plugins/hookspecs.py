@@ -28,6 +28,7 @@ ENTRY_POINT_GROUP = "skyward"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+"""The decorator a plugin marks its hook functions with (``@hookimpl``)."""
 
 
 @hookspec

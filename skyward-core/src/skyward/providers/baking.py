@@ -27,17 +27,20 @@ from skyward.providers.resources import Resource, parse_time
 from skyward.providers.spec import PoolSpec
 from skyward.version import __version__
 
-LABEL_BAKED = "skyward:baked"  # "true" on every baked image: how `skyward ls` finds them
+LABEL_BAKED = "skyward:baked"
+"""``"true"`` on every baked image: how `skyward ls` finds them."""
 LABEL_IMAGE_HASH = "skyward:image-hash"
 LABEL_ENV_KEY = "skyward:env-key"
 LABEL_VERSION = "skyward:version"
 LABEL_BASE = "skyward:base-image"
-LABEL_BAKED_FROM = "skyward:baked-from"  # the instance whose disk it copies
+LABEL_BAKED_FROM = "skyward:baked-from"
+"""The label naming the instance whose disk a baked image copies."""
 
 BAKED_POOL = "baked"
 """The pool id `skyward ls` shows baked images under (they belong to no pool and never
 expire): ``skyward down baked`` deletes them all, ``--all`` too, ``--expired`` never."""
-BAKED_IMAGE = "baked-image"  # their kind in `skyward ls`
+BAKED_IMAGE = "baked-image"
+"""The kind `skyward ls` shows baked images as."""
 HOURS_PER_MONTH = 730.0  # how clouds turn a monthly storage price into an hourly one
 
 
@@ -46,11 +49,17 @@ class BakeKey:
     """What a baked image must carry to be used by a pool."""
 
     image_hash: str
+    """The :class:`~skyward.image.Image`'s content hash."""
     env_key: str
+    """The environment key: the image plus the skyward and plugin requirements (and a local
+    checkout's source digest), so an edited checkout never starts from yesterday's bake."""
     version: str
+    """The skyward version that baked it: another version's agent would not match the client."""
     base: str
+    """The base image it was made from: a new base (or another architecture) needs another bake."""
 
     def labels(self) -> dict[str, str]:
+        """The labels a baked image carries for this key (:meth:`from_labels` reads them back)."""
         return {
             LABEL_BAKED: "true",
             LABEL_IMAGE_HASH: self.image_hash,
@@ -81,11 +90,17 @@ class BakedImage:
     for minutes after CreateImage)."""
 
     id: str
-    key: BakeKey | None  # None: labels that are not a complete key (never used)
-    created: str  # ISO 8601, as the provider reports it
+    """The provider's id of the image (an AMI id, a snapshot id)."""
+    key: BakeKey | None
+    """The key its labels say; ``None``: labels that are not a complete key (never used)."""
+    created: str
+    """When it was made, ISO 8601, as the provider reports it; the newest match wins."""
     ready: bool
+    """Whether it is usable now; one still being made is not chosen, and not made twice."""
     size_gb: float | None = None
+    """Its size in GB, to price its storage; ``None`` where the provider does not say."""
     name: str = ""
+    """The provider's name for it, shown by `skyward ls` when it has no complete key."""
 
 
 def baked_resource(provider: str, region: str, image: BakedImage, price_gb_month: float) -> Resource:
@@ -150,10 +165,14 @@ class Bakery:
     most one image per pool and never fails the pool: a failure is a Notice."""
 
     def __init__(self) -> None:
-        self.key: BakeKey | None = None  # set by choose: the key this pool's image bakes under
-        self.chosen: BakedImage | None = None  # the baked image this pool starts from
-        self.pending = False  # another pool's bake of this key is under way
-        self.made: BakedImage | None = None  # what this pool baked
+        self.key: BakeKey | None = None
+        """Set by :meth:`choose`: the key this pool's image bakes under."""
+        self.chosen: BakedImage | None = None
+        """The baked image this pool starts from; ``None``: it installs as usual."""
+        self.pending = False
+        """Another pool's bake of this key is under way, so this pool bakes nothing."""
+        self.made: BakedImage | None = None
+        """What this pool baked (at most one image)."""
 
     @property
     def starts_baked(self) -> bool:

@@ -20,10 +20,15 @@ class AccountCheck:
     ``detail`` what was found, ``fix`` (when not ``ok``) what to do, in one line."""
 
     provider: str
+    """The provider checked, by its plugin name ("aws", "digitalocean")."""
     name: str
+    """What was checked, in a few words ("droplet limit")."""
     ok: bool
+    """Whether the check passed."""
     detail: str
+    """What was found ("10 droplets allowed, 3 in use")."""
     fix: str = ""
+    """What to do when the check failed, in one line; required when not ``ok``."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.detail:

@@ -31,9 +31,13 @@ class OfferQuery:
     ``"A100"``, or ``None`` for CPU machines), ``count`` of them, on spot or not."""
 
     accelerator: str | None
+    """The accelerator's catalog name (``"A100"``), or ``None`` for CPU machines."""
     count: int = 1
+    """Accelerators per node."""
     nodes: int = 1
+    """Nodes in the pool, so an offer can be priced for the whole pool."""
     spot: bool = False
+    """Whether spot capacity is asked for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +78,9 @@ class Offer:
 class OfferSource(Protocol):
     """A provider session that can list what it offers."""
 
-    def offers(self, query: OfferQuery) -> list[Offer]: ...
+    def offers(self, query: OfferQuery) -> list[Offer]:
+        """Every machine type, in every region, that can serve ``query``."""
+        ...
 
 
 @runtime_checkable

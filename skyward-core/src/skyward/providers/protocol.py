@@ -117,16 +117,27 @@ class ProviderDriver(Protocol):
     failure). :class:`Provider` implements it with defaults."""
 
     name: str
+    """The provider's name (``"aws"``), as events and ``skyward ls`` show it."""
 
-    def validate(self, spec: PoolSpec) -> None: ...
+    def validate(self, spec: PoolSpec) -> None:
+        """Refuse, before anything is made, what the provider cannot do (ConfigurationError)."""
+        ...
 
-    def prepare(self, spec: PoolSpec, emit: EventSink) -> str: ...
+    def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
+        """Make shared infrastructure; returns the region label for ``InfraCreated``."""
+        ...
 
-    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]: ...
+    def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+        """Start every node; returns once each agent's endpoint is known, removes what it started on failure."""
+        ...
 
-    def terminate(self, nodes: Sequence[NodeHandle]) -> None: ...
+    def terminate(self, nodes: Sequence[NodeHandle]) -> None:
+        """Delete these nodes (not merely stop them: a stopped instance can still bill)."""
+        ...
 
-    def teardown(self) -> None: ...
+    def teardown(self) -> None:
+        """Remove what ``prepare`` made; called always, even after a failure."""
+        ...
 
 
 class Provider(Generic[C]):
@@ -140,9 +151,11 @@ class Provider(Generic[C]):
     """
 
     name: str = ""
+    """The provider's name (``"aws"``), as events and ``skyward ls`` show it; set by each subclass."""
 
     def __init__(self, config: C) -> None:
         self.config = config
+        """The provider's config, as the user gave it."""
 
     def validate(self, spec: PoolSpec) -> None:
         """Refuse, before anything is made, what this provider cannot do
@@ -212,6 +225,7 @@ class ReclaimWatch(Protocol):
     stopped or deleted, and takes the same interruption path for each."""
 
     reclaim_poll_interval: float
+    """Seconds between asks while spot nodes run: each ask is an API call, so not too often."""
 
     def reclaimed(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
         """Instance id -> reason, for those of ``nodes`` the provider took away."""
@@ -250,6 +264,7 @@ class NodeWatch(Protocol):
     each. A spot node found gone takes the interruption path instead."""
 
     node_poll_interval: float
+    """Seconds between asks; shorter than the liveness window, or the watch would add nothing."""
 
     def gone(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
         """Instance id -> why, for those of ``nodes`` that are gone (one cheap call:
@@ -271,7 +286,9 @@ class PortMapping(Protocol):
 class VolumeMounts(Protocol):
     """The provider mounts volumes (AWS: S3). Without it, ``volume=`` is refused."""
 
-    def mounts(self, volume: object) -> bool: ...
+    def mounts(self, volume: object) -> bool:
+        """Whether this provider can mount ``volume`` (AWS: an ``S3Volume``); the pool refuses others."""
+        ...
 
 
 @runtime_checkable
@@ -281,6 +298,7 @@ class FollowsBootstrap(Protocol):
     the agent's hello."""
 
     follows_bootstrap: Literal[True]
+    """Always ``True``: the marker the pool checks for."""
 
 
 @runtime_checkable

@@ -148,10 +148,14 @@ class ResourceSession(Protocol):
     """A provider opened with the user's credentials: list, delete, check."""
 
     @property
-    def provider(self) -> str: ...
+    def provider(self) -> str:
+        """The provider's name (``"aws"``), as ``skyward ls`` shows it."""
+        ...
 
     @property
-    def region(self) -> str: ...
+    def region(self) -> str:
+        """The region this session lists and deletes in."""
+        ...
 
     def check(self) -> CredentialCheck:
         """Credentials found and valid (one read call that changes nothing)."""
@@ -190,8 +194,12 @@ class ProviderTools:
     """
 
     name: str
+    """The provider's name (``"aws"``), as ``--provider`` takes it."""
     distribution: str
+    """The package that brings the provider (``"skyward-aws"``), for ``doctor``'s versions."""
     open: Callable[[object | None], ResourceSession]
+    """Opens a :class:`ResourceSession` for a config (``None``: the defaults and the environment);
+    makes no network call itself."""
 
 
 def parse_time(text: object) -> float | None:

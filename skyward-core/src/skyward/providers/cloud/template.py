@@ -85,9 +85,13 @@ class InstanceState(Enum):
     """An instance as the template cares: starting, usable, or no longer (billing) there."""
 
     PENDING = "pending"
+    """Being created or booting: the template keeps polling."""
     RUNNING = "running"
-    STOPPED = "stopped"  # exists, not running (powered off, shut down, reclaimed but kept)
-    GONE = "gone"  # deleted, deleting, or unknown to the API
+    """Up, with its addresses: the agent can be reached."""
+    STOPPED = "stopped"
+    """Exists, not running (powered off, shut down, reclaimed but kept): it may still bill."""
+    GONE = "gone"
+    """Deleted, deleting, or unknown to the API."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +103,21 @@ class Instance:
     per-zone spot prices; ``None``: the offer's price); ``extra`` goes into its handle."""
 
     id: str
+    """The provider's id of the instance."""
     state: InstanceState
+    """Where it is in its life, as the template cares."""
     ip: str | None = None
+    """Its public address, where the client reaches the agent; ``None`` until it has one."""
     private_ip: str | None = None
+    """Its address inside the provider's network; ``None``: none (the handle then uses ``ip``)."""
     status: str = ""
+    """The provider's own word for its state (``"active"``), for messages."""
     ports: Mapping[int, int] = field(default_factory=dict)
+    """Container port -> the host port that reaches it; empty: the instance's own ports."""
     price_spot: float | None = None
+    """What this spot instance pays, where each place is priced apart; ``None``: the offer's price."""
     extra: tuple[tuple[str, str], ...] = ()
+    """Provider-specific ``(key, value)`` pairs that go into the node's handle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +128,15 @@ class ChosenOffer:
     offers`` lists): one pool's decision."""
 
     instance_type: str
+    """The provider's name of the machine type every node gets."""
     region: str
+    """Where the nodes are created."""
     price_on_demand: float
+    """On-demand price, USD per hour per node."""
     price_spot: float | None = None
+    """Spot price, USD per hour per node; ``None`` where there is no spot market."""
     spot_available: bool = True
+    """Whether spot capacity is offered; ``False`` starts ``spot='if-available'`` nodes on-demand."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +144,13 @@ class Labels:
     """What every resource of the pool carries so leftovers can be found and reaped."""
 
     pool_id: str
-    expires: int  # Unix time (skyward.providers.cloud.naming.expiry)
-    client_cidr: str  # the only source the node ports admit ("": none from outside, see ingress_source)
-    ports: tuple[int, int]  # the agent's port, then one per worker
+    """The pool's id: how its instances and leftovers are found."""
+    expires: int
+    """Unix time after which a leftover may be reaped (``skyward.providers.cloud.naming.expiry``)."""
+    client_cidr: str
+    """The only source the node ports admit (``""``: none from outside, see ``ingress_source``)."""
+    ports: tuple[int, int]
+    """The inclusive port range a node listens on: the agent's port, then one per worker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +158,13 @@ class NodeRequest:
     """One node to create: its index, its provider-side name, the market, its script."""
 
     node: int
+    """The node's index in the pool."""
     name: str
+    """Its provider-side name (``skyward-<pool id>-<node>``)."""
     market: Market
+    """The market it is created in."""
     script: str
+    """Its bootstrap script, as ``create`` sends it (user data)."""
 
 
 @dataclass
@@ -162,8 +187,10 @@ class CloudProvider(Provider[CS]):
     What needs none of a driver's state is already a module of its own (naming, retry,
     sizing, addresses, startup, removal, reaping)."""
 
-    instance_noun = "instance"  # "droplet": in messages
-    running_word = "running"  # "active": in messages
+    instance_noun = "instance"
+    """What the provider calls an instance (``"droplet"``), in messages."""
+    running_word = "running"
+    """The provider's word for a running instance (``"active"``), in messages."""
 
     def __init__(
         self,
@@ -261,6 +288,7 @@ class CloudProvider(Provider[CS]):
         return f"{RUN_DIR_PREFIX}{spec.pool_id}"
 
     def instance_name(self, spec: PoolSpec, node: int) -> str:
+        """Node ``node``'s provider-side name: ``skyward-<pool id>-<node>``, unique per pool."""
         return f"skyward-{spec.pool_id}-{node}"
 
     def bind(self, spec: PoolSpec, node: int) -> str:
@@ -291,6 +319,8 @@ class CloudProvider(Provider[CS]):
             return self._context
 
     def bootstrap_context(self, spec: PoolSpec, market: Market, run_dir: str, node: int) -> BootstrapContext:
+        """What node ``node`` installs: :meth:`shared_context`, plus the notice watch step on
+        a spot node of a provider that warns of reclaims (InterruptionNotices)."""
         context = self.shared_context()  # builds the checkout's wheels (skyward.wheels) if needed
         if market is Market.SPOT and isinstance(self, InterruptionNotices):
             step = self.notice_watch_step(notices_dir(run_dir, node))
@@ -321,6 +351,8 @@ class CloudProvider(Provider[CS]):
     # -- the orchestration -------------------------------------------------------------------
 
     def prepare(self, spec: PoolSpec, emit: EventSink) -> str:
+        """Reap leftovers (when ``reap``), plan each node's market, choose the offer, label the
+        pool and make its shared infrastructure; returns the region."""
         config = self.config
         if config.reap:
             self.reap(spec, emit)
@@ -374,6 +406,8 @@ class CloudProvider(Provider[CS]):
         return replace(request, script=self.finish_script(spec, request, self._labels))
 
     def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
+        """Create every node in parallel, poll them all until running, and return their
+        handles; on any failure delete what was created, then raise."""
         offer = self._offer
         assert offer is not None, "prepare() first"
         emit(InstanceLaunching(count=spec.nodes, instance_type=offer.instance_type, provider=self.name))
@@ -659,19 +693,24 @@ class SpotCloudProvider(CloudProvider[CS]):
     the pool acts once per instance."""
 
     def default_spot(self) -> SpotStrategy:
+        """The strategy when the pool gives none: on-demand, so nothing is reclaimed unasked."""
         return SpotNever()
 
     def strategy(self, spec: PoolSpec) -> SpotStrategy | None:
+        """The pool's ``spot=``, or :meth:`default_spot` when it gives none."""
         return self.default_spot() if spec.spot is None else spec.spot
 
     @property
     def reclaim_poll_interval(self) -> float:
+        """The config's ``poll_interval``: one describe call per poll."""
         return self.config.poll_interval
 
     def reclaimed(self, nodes: Sequence[NodeHandle]) -> dict[str, str]:
+        """Instance id -> reason, for those of ``nodes`` now stopped or gone (one describe call)."""
         return {i: self._reclaim_reason(status) for i, status in self._not_running(nodes).items()}
 
     def replaces_interrupted(self, spec: PoolSpec) -> bool:
+        """Whether a reclaimed node is replaced: under ``Spot.Always`` only."""
         return isinstance(self.strategy(spec), SpotAlways)
 
     def replace(self, spec: PoolSpec, handle: NodeHandle, user_data: UserDataFactory, emit: EventSink) -> NodeHandle:
@@ -689,6 +728,8 @@ class PortMappedCloudProvider(CloudProvider[CS]):
     any other port of the node, its workers' among them."""
 
     def mapped_endpoint(self, handle: NodeHandle, container_port: int) -> str:
+        """Where the client reaches ``container_port`` of the node (``tcp://ip:host port``);
+        ProvisioningError when the node maps no host port to it."""
         with self._lock:
             ports = self._port_maps.get(handle.instance_id, {})
         if container_port not in ports:
