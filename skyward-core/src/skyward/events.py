@@ -345,11 +345,14 @@ place."""
 @dataclass(frozen=True, slots=True)
 class NodeAdded:
     """A node joined the running pool (its agent answered the handshake) and takes work
-    (addition to the seed: elastic and self-healing pools)."""
+    (an addition to the original events: elastic and self-healing pools)."""
 
     node: int
+    """The node's index (a replacement takes the index of the node it replaces)."""
     instance_id: str
+    """The provider's id of the new instance."""
     reason: NodeChange
+    """Why: ``"scale-up"``, ``"resize"`` or ``"replacement"`` (a lost node's index taken again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,8 +361,11 @@ class NodeRemoved:
     lost to it), or lost (its tasks run again elsewhere, see ``sky.compute(retries=)``)."""
 
     node: int
+    """The node's index."""
     instance_id: str
+    """The instance that left (deleted by the pool)."""
     reason: NodeChange
+    """Why: ``"scale-down"``, ``"resize"``, ``"lost"`` or ``"reclaimed"``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,8 +375,11 @@ class PoolResized:
     towards."""
 
     desired: int
+    """The node count the pool now works towards."""
     current: int
+    """Live nodes when it was decided."""
     reason: NodeChange
+    """Why: ``"scale-up"``, ``"scale-down"`` (the autoscaler) or ``"resize"`` (``pool.resize``)."""
 
 
 SkywardEvent: TypeAlias = (

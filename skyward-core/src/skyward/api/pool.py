@@ -118,14 +118,17 @@ class ComputePool:
 
     @property
     def provider_name(self) -> str:
+        """The short name of the provider that runs (or will first try) the pool: ``"local"``, ``"aws"``, ..."""
         return self._launcher.candidate.provider_name
 
     @property
     def is_active(self) -> bool:
+        """Whether the pool is open and runs work (between ``open()`` and ``close()``)."""
         return self._state == "active"
 
     @property
     def instance_count(self) -> int:
+        """How many nodes the pool has now (members of the fleet), or will start with before it opens."""
         nodes = self.nodes
         return len(nodes) if nodes else self.spec.nodes
 
@@ -150,6 +153,8 @@ class ComputePool:
 
     @property
     def nodes(self) -> tuple[NodeHandle, ...]:
+        """The handles of the pool's member nodes, in index order (draining ones included;
+        empty before it opens). An elastic or healing pool's members change while it runs."""
         fleet = self._launcher.fleet
         return fleet.handles if fleet is not None else ()
 
