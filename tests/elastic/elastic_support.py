@@ -65,6 +65,17 @@ def until(what: str, condition: Callable[[], bool], seconds: float = WAIT) -> No
         time.sleep(0.05)
 
 
+def running(pool: sky.ComputePool) -> int:
+    """Tasks on a worker now, as the pool's client counts them."""
+    client = pool._client
+    return 0 if client is None else client.load().running
+
+
+def instance_at(pool: sky.ComputePool, node: int) -> str:
+    """The instance id of the member at index ``node``."""
+    return next(h.instance_id for h in pool.nodes if h.node == node)
+
+
 def live_count(pool: sky.ComputePool) -> int:
     return len(pool.nodes)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from aws.conftest import CLIENT_ADDRESS, AwsWorld, Emulation
-from elastic_support import EventLog, live_count, until
+from elastic_support import EventLog, instance_at, live_count, running, until
 
 import skyward as sky
 
@@ -31,15 +31,6 @@ def held(x: int, release: str) -> int:
     while not os.path.exists(release):
         time.sleep(0.02)
     return x + 1
-
-
-def running(pool: sky.ComputePool) -> int:
-    client = pool._client
-    return 0 if client is None else client.load().running
-
-
-def instance_of(pool: sky.ComputePool, node: int) -> str:
-    return next(h.instance_id for h in pool.nodes if h.node == node)
 
 
 def described(aws: AwsWorld, instance_id: str) -> dict[str, Any]:
@@ -82,10 +73,10 @@ def test_an_elastic_ec2_pool_grows_under_a_burst_with_the_pool_s_tags_and_group_
     try:
         with elastic(emulated, (1, 2), log) as pool:
             pool_id = pool.spec.pool_id
-            first = instance_of(pool, 0)
+            first = instance_at(pool, 0)
             futures = [pool.submit(held(i, str(release))) for i in range(6)]
             until("the burst to grow the pool to 2 instances", lambda: live_count(pool) == 2)
-            added = instance_of(pool, 1)
+            added = instance_at(pool, 1)
             assert [e.reason for e in log.added()] == ["scale-up"]
             new, old = described(aws, added), described(aws, first)
             assert pool_tags(new) == pool_tags(old) and pool_tags(new)["skyward:pool-id"] == pool_id
@@ -116,7 +107,7 @@ def test_an_instance_lost_behind_the_pool_s_back_is_noticed_and_replaced_while_a
     try:
         with elastic(emulated, 2, log) as pool:
             pool_id = pool.spec.pool_id
-            victim = instance_of(pool, 1)
+            victim = instance_at(pool, 1)
             answer: Future[tuple[int, ...]] = Future()
 
             def gather() -> None:
@@ -134,9 +125,9 @@ def test_an_instance_lost_behind_the_pool_s_back_is_noticed_and_replaced_while_a
             until("the lost instance to be noticed", lambda: len(log.removed("lost")) == 1)
             assert log.removed("lost")[0].instance_id == victim
             until("its replacement", lambda: len(log.added("replacement")) == 1 and live_count(pool) == 2)
-            replacement = instance_of(pool, 1)
+            replacement = instance_at(pool, 1)
             assert replacement != victim
-            assert pool_tags(described(aws, replacement)) == pool_tags(described(aws, instance_of(pool, 0)))
+            assert pool_tags(described(aws, replacement)) == pool_tags(described(aws, instance_at(pool, 0)))
             release.touch()
             assert answer.result(timeout=120) == tuple(i + 1 for i in range(6))  # the gather was in flight
             until(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from do_support import DropletWorld, nothing_left
-from elastic_support import EventLog, live_count, until
+from elastic_support import EventLog, instance_at, live_count, running, until
 from fakes.digitalocean import TOKEN, FakeDigitalOcean
 
 import skyward as sky
@@ -34,15 +34,6 @@ def held(x: int, release: str) -> int:
     while not os.path.exists(release):
         time.sleep(0.02)
     return x + 1
-
-
-def running(pool: sky.ComputePool) -> int:
-    client = pool._client
-    return 0 if client is None else client.load().running
-
-
-def droplet_of(pool: sky.ComputePool, node: int) -> str:
-    return next(h.instance_id for h in pool.nodes if h.node == node)
 
 
 def elastic(config: DigitalOcean, nodes: int | tuple[int, int], log: EventLog) -> sky.ComputePool:
@@ -69,10 +60,10 @@ def test_an_elastic_droplet_pool_grows_under_a_burst_with_the_pool_s_tags_and_sh
     release = release_file(droplets)
     try:
         with elastic(do_config, (1, 2), log) as pool:
-            first = droplet_of(pool, 0)
+            first = instance_at(pool, 0)
             futures = [pool.submit(held(i, str(release))) for i in range(6)]
             until("the burst to grow the pool to 2 droplets", lambda: live_count(pool) == 2)
-            added = droplet_of(pool, 1)
+            added = instance_at(pool, 1)
             assert [e.reason for e in log.added()] == ["scale-up"]
             new, old = fake.droplets[int(added)], fake.droplets[int(first)]
             assert new.tags == old.tags and (new.region, new.size["slug"]) == (old.region, old.size["slug"])
@@ -114,7 +105,7 @@ def test_a_droplet_lost_behind_the_pool_s_back_is_noticed_and_replaced_while_a_g
     release = release_file(droplets)
     try:
         with elastic(do_config, 2, log) as pool:
-            victim = droplet_of(pool, 1)
+            victim = instance_at(pool, 1)
             answer: Future[tuple[int, ...]] = Future()
 
             def gather() -> None:
@@ -129,9 +120,9 @@ def test_a_droplet_lost_behind_the_pool_s_back_is_noticed_and_replaced_while_a_g
             until("the lost droplet to be noticed", lambda: len(log.removed("lost")) == 1)
             assert log.removed("lost")[0].instance_id == victim
             until("its replacement", lambda: len(log.added("replacement")) == 1 and live_count(pool) == 2)
-            replacement = droplet_of(pool, 1)
+            replacement = instance_at(pool, 1)
             assert replacement != victim
-            assert fake.droplets[int(replacement)].tags == fake.droplets[int(droplet_of(pool, 0))].tags
+            assert fake.droplets[int(replacement)].tags == fake.droplets[int(instance_at(pool, 0))].tags
             release.touch()
             assert answer.result(timeout=120) == tuple(i + 1 for i in range(6))  # the gather was in flight
             until("the lost droplet to be deleted at the fake", lambda: fake.droplets[int(victim)].status == "deleted")

@@ -27,6 +27,7 @@ from elastic_support import (
     live_count,
     node_group,
     results_ok,
+    running,
     until,
 )
 
@@ -92,11 +93,6 @@ def elastic_pool(nodes: sky.Nodes | tuple[int, int] | int, log: EventLog, **kw: 
         on_event=log,
         **{"autoscale_cooldown": COOLDOWN, "autoscale_idle_timeout": IDLE, **kw},  # type: ignore[arg-type]
     )
-
-
-def running(pool: sky.ComputePool) -> int:
-    client = pool._client
-    return 0 if client is None else client.load().running
 
 
 def draining(pool: sky.ComputePool) -> int:
