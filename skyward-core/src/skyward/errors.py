@@ -156,3 +156,9 @@ class NodeIdentityError(ProvisioningError):
     another pool's), or two nodes were given one endpoint: typically two agents on one
     host with one address and port. Refused rather than run: the pool would otherwise send
     one node's work to another and return wrong results."""
+
+
+class AttachError(SkywardError):
+    """``sky.attach(name)`` could not reconnect to a kept pool: none of that name on this
+    machine, its keys missing or not the ones its nodes hold, another client attached
+    already, or its nodes gone (their keep-alive or timeout passed)."""

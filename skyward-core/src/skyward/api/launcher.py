@@ -124,7 +124,8 @@ def make_candidates(provider: ProviderChoice, options: PoolOptions) -> list[Cand
             cpu=options.get("cpu"), memory=options.get("memory"), volume=options.get("volume"), spot=candidate.spot,
             timeout=options.get("timeout", 3600), env=options.get("env"), concurrency=options.get("concurrency", 1),
             display=options.get("display", "log"), collect_metrics=options.get("collect_metrics", True),
-            max_hourly_cost=candidate.max_hourly_cost,
+            max_hourly_cost=candidate.max_hourly_cost, name=options.get("name"),
+            keep_alive=options.get("keep_alive"),
         )  # fmt: skip
         pool_id = pool_id or spec.pool_id
         spec = dataclasses.replace(spec, pool_id=pool_id)  # one pool, whichever candidate runs it

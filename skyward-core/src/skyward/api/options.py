@@ -94,3 +94,7 @@ class PoolOptions(TypedDict, total=False):
     """Seconds a node must be idle before an elastic pool removes it (default 60)."""
     replace_lost_nodes: bool
     """Whether a node lost for any reason is replaced, its tasks run again (default True)."""
+    name: str | None
+    """The pool's name for ``skyward ls``, ``skyward logs`` and ``sky.attach`` (its pool id when left out)."""
+    keep_alive: float | None
+    """Seconds the nodes stay up with no client attached: the pool outlives its client (``sky.attach``)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import types
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -28,6 +29,8 @@ from skyward.api.autoscale import AutoscaleSettings
 from skyward.api.compute import PendingBatch, PendingCompute
 from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet
+from skyward.api.kept.record import PoolStore, client_alive
+from skyward.api.kept.registration import Registration, keys_of, record_of
 from skyward.api.launcher import Launcher, make_candidates
 from skyward.api.node_changes import version_mismatch
 from skyward.api.options import AcceleratorChoice, EventHandler, NodesChoice, PoolOptions, SpotChoice
@@ -85,6 +88,8 @@ class ComputePool:
         autoscale_cooldown: float = 30.0,
         autoscale_idle_timeout: float = 60.0,
         replace_lost_nodes: bool = True,
+        name: str | None = None,
+        keep_alive: float | None = None,
     ) -> None:
         if on_event is not None and not callable(on_event):
             raise ConfigurationError(f"ComputePool(on_event={on_event!r}): must be a callable taking an event")
@@ -94,7 +99,7 @@ class ComputePool:
             on_event=on_event, collect_metrics=collect_metrics, pip=pip, safe_results=safe_results,
             allow_results=allow_results, selection=selection, max_hourly_cost=max_hourly_cost,
             autoscale_cooldown=autoscale_cooldown, autoscale_idle_timeout=autoscale_idle_timeout,
-            replace_lost_nodes=replace_lost_nodes,
+            replace_lost_nodes=replace_lost_nodes, name=name, keep_alive=keep_alive,
         )  # fmt: skip
         chosen = failover.selection_of(selection)
         autoscale = AutoscaleSettings(autoscale_cooldown, autoscale_idle_timeout, replace_lost_nodes)
@@ -108,6 +113,8 @@ class ComputePool:
         self._owner_pid = os.getpid()
         self._progress = Progress(self._emit_progress)
         self._runner = Runner(self._require_client, self._progress, self._broadcast_width)
+        self._store = PoolStore()
+        self._registration: Registration | None = None  # this pool's entry in the store, once open
 
     # -- what the pool is ---------------------------------------------------------------
 
@@ -223,9 +230,22 @@ class ComputePool:
             if self._state != "new":
                 raise PoolClosedError(f"this pool was already opened (state: {self._state}); make a new ComputePool")
             self._state = "starting"
+        try:
+            self._store.claim(self.spec.label, time.time(), client_alive)
+        except BaseException:
+            with self._state_lock:
+                self._state = "stopped"
+            self._stopped.set()
+            raise
         self._events.start()
         try:
             fleet = self._launcher.launch()
+            self._registration = Registration.register(
+                self._store,
+                record_of(self.spec, self.provider_name, self._launcher.region, fleet.handles, time.time()),
+                keys_of(self._keys, fleet.handles),
+                self.spec,
+            )
         except BaseException:
             self._teardown_after_failure()
             raise
@@ -284,6 +304,8 @@ class ComputePool:
             self._launcher.scaler.stop()
         self.emit(PoolStopping())
         try:
+            if self._registration is not None:
+                self._registration.end(kept=False)
             if self._launcher.client is not None:
                 self._launcher.client.close(error)
         finally:

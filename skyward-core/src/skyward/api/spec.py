@@ -8,6 +8,7 @@ provisioned nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from skyward.accelerators import parse_accelerator, workers_per_node
@@ -70,8 +71,11 @@ def build_spec(
     display: str,
     collect_metrics: bool,
     max_hourly_cost: float | None = None,
+    name: str | None = None,
+    keep_alive: float | None = None,
 ) -> PoolSpec:
     scaling = nodes_of(nodes)
+    name = check_pool_name(name)
     concurrency = _positive_int("concurrency", concurrency, MAX_CONCURRENCY)
     if not isinstance(display, str) or display not in DISPLAY_MODES:
         raise ConfigurationError(
@@ -96,6 +100,7 @@ def build_spec(
             raise ConfigurationError(f"ComputePool(env={env!r}) takes a dict of environment variables")
         image = image.with_env(env)
     timeout = check_seconds_value("ComputePool", "timeout", timeout)
+    keep_alive = check_keep_alive(keep_alive, timeout)
     if cpu is not None:
         cpu = _positive_int("cpu", cpu, MAX_CPU)
     memory_mb = None
@@ -134,7 +139,51 @@ def build_spec(
         collect_metrics=collect_metrics,
         partitions=partitions,
         max_hourly_cost=cap,
+        name=name,
+        keep_alive=keep_alive,
     )
+
+
+POOL_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+"""A pool name: lowercase letters, digits and inner hyphens, 1 to 63 characters. It names a
+directory in the skyward home and goes into tags and labels, whose strictest rules (GCP
+labels, DNS labels) allow exactly this."""
+
+MIN_KEEP_ALIVE = 10.0
+"""The shortest keep-alive: an attached client is heard every second (its answers to the
+agent's pings), so a window shorter than a few of those would stop nodes under a client
+that is merely busy."""
+
+
+def check_pool_name(name: object) -> str:
+    """``name`` as given, checked (``""`` when None: the pool id stands in for it)."""
+    if name is None:
+        return ""
+    if not isinstance(name, str) or not POOL_NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"ComputePool(name={name!r}): a pool name is 1 to 63 lowercase letters, digits and hyphens, "
+            "starting and ending with a letter or digit (e.g. 'exp1')"
+        )
+    return name
+
+
+def check_keep_alive(keep_alive: object, timeout: float) -> float | None:
+    """``keep_alive`` in seconds, at least ``MIN_KEEP_ALIVE`` and at most the pool's
+    ``timeout`` (the nodes' TTL ends a kept pool too), or None (not kept)."""
+    if keep_alive is None:
+        return None
+    seconds = check_seconds_value("ComputePool", "keep_alive", keep_alive)
+    if seconds < MIN_KEEP_ALIVE:
+        raise ConfigurationError(
+            f"ComputePool(keep_alive={keep_alive!r}): at least {MIN_KEEP_ALIVE:g} seconds (how long the nodes stay "
+            "up with no client attached)"
+        )
+    if seconds > timeout:
+        raise ConfigurationError(
+            f"ComputePool(keep_alive={keep_alive!r}) outlasts timeout={timeout:g}: a kept pool still stops at its "
+            "timeout (its nodes' TTL); raise timeout= as well, or shorten keep_alive"
+        )
+    return seconds
 
 
 def price_cap(where: str, value: object) -> float | None:

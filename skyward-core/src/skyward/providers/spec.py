@@ -61,6 +61,20 @@ class PoolSpec:
     """The pool's id (``sky-`` and 8 hex digits), in every resource's name and tags."""
     scaling: Nodes | None = None  # how far the pool may grow and shrink; None: ``nodes``, fixed
     """How far the pool may grow and shrink; ``None``: a fixed pool of ``nodes``."""
+    name: str = ""  # what `skyward ls` and `sky.attach` call it; the pool id when not given
+    """The pool's name for ``skyward ls``, ``skyward logs`` and ``sky.attach`` (its pool id when not given)."""
+    keep_alive: float | None = None  # seconds the nodes stay with no client attached; None: not kept
+    """Seconds a kept pool's nodes stay up with no client attached; ``None``: the pool ends with its client."""
+
+    @property
+    def kept(self) -> bool:
+        """Whether the nodes outlive the client that opened the pool (``keep_alive`` given)."""
+        return self.keep_alive is not None
+
+    @property
+    def label(self) -> str:
+        """The pool's name, or its id when it has none."""
+        return self.name or self.pool_id
 
     @property
     def max_nodes(self) -> int:

@@ -1,0 +1,111 @@
+"""An open pool's entry in the pool store, while this client holds it.
+
+Every pool registers when it opens (so ``skyward ls`` shows it, Local ones too) and takes
+the attach lock; it writes its status every ``STATUS_INTERVAL`` seconds and appends its
+nodes' output to ``output.log``; at close the entry goes, unless the pool is kept, in
+which case the client only says when it left and lets the lock go.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+import cloudpickle
+import psutil
+
+from skyward.api.kept.record import AttachLock, KeptKeys, NodeRecord, PoolRecord, PoolStatus, PoolStore
+from skyward.providers.protocol import NodeHandle
+from skyward.providers.spec import PoolSpec
+from skyward.transport.security import PoolKeys
+
+STATUS_INTERVAL = 2.0
+"""Seconds between two status writes: ``skyward ls`` is at most this stale, and a pool
+writes one small file that often (a rename of ~200 bytes)."""
+
+
+def record_of(
+    spec: PoolSpec,
+    provider: str,
+    region: str,
+    handles: Sequence[NodeHandle],
+    created: float,
+    transport: str = "",
+) -> PoolRecord:
+    """The record of a pool that runs ``handles`` (pure)."""
+    nodes = tuple(
+        NodeRecord(
+            node=h.node, instance_id=h.instance_id, endpoint=h.endpoint, instance_type=h.instance_type,
+            started=created, spot=h.spot, ip=h.ip, private_ip=h.private_ip, hourly_price=h.hourly_price,
+        )
+        for h in handles
+    )  # fmt: skip
+    return PoolRecord(
+        name=spec.label, pool_id=spec.pool_id, provider=provider, region=region, created=created,
+        expires_at=created + spec.timeout, workers_per_node=spec.workers_per_node, nodes=nodes,
+        keep_alive=spec.keep_alive, transport=transport,
+    )  # fmt: skip
+
+
+def keys_of(keys: PoolKeys, handles: Sequence[NodeHandle]) -> KeptKeys:
+    """The client keypair and the public key of each of ``handles``' nodes."""
+    return KeptKeys(keys.client, {h.node: keys.node(h.node).public for h in handles})
+
+
+class Registration:
+    """A pool's entry while this client holds its lock."""
+
+    def __init__(self, store: PoolStore, record: PoolRecord, lock: AttachLock) -> None:
+        self.store = store
+        self.record = record
+        self._lock = lock
+        self._last_status = 0.0
+
+    @staticmethod
+    def register(store: PoolStore, record: PoolRecord, keys: KeptKeys, spec: PoolSpec) -> Registration:
+        """Create the pool's entry and take its lock (``AttachError`` if the name is taken)."""
+        store.create(record, keys, cloudpickle.dumps(spec))
+        try:
+            lock = store.lock(record.name)
+        except BaseException:
+            store.remove(record.name)
+            raise
+        registration = Registration(store, record, lock)
+        registration.write_status(0, 0, None, force=True)
+        return registration
+
+    def write_status(self, running: int, queued: int, idle_since: float | None, *, force: bool = False) -> None:
+        """Say what this client runs now (at most every STATUS_INTERVAL unless ``force``)."""
+        now = time.time()
+        if not force and now - self._last_status < STATUS_INTERVAL:
+            return
+        self._last_status = now
+        previous = self.store.status(self.record.name)
+        attached_at = previous.attached_at if previous is not None and previous.client_pid is not None else now
+        self.store.write_status(
+            self.record.name,
+            PoolStatus(
+                client_pid=_pid(), client_started=_process_started(), attached_at=attached_at,
+                tasks_running=running, tasks_queued=queued, idle_since=idle_since, updated=now,
+            ),
+        )  # fmt: skip
+
+    def end(self, *, kept: bool) -> None:
+        """The client leaves: a kept pool's entry stays, saying when it left; any other goes."""
+        try:
+            if kept:
+                self.store.write_status(self.record.name, PoolStatus(detached_at=time.time(), updated=time.time()))
+            else:
+                self.store.remove(self.record.name)
+        finally:
+            self._lock.release()
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+def _process_started() -> float:
+    """This process's start time: with the pid, what tells it from a later process given the same pid."""
+    return float(psutil.Process().create_time())
