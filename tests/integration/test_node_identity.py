@@ -168,7 +168,7 @@ def test_nodes_whose_endpoints_reach_one_agent_are_refused_by_their_own_keys(hos
     # two endpoint strings for one listener: the agent that binds first answers both, the
     # other exits; node keys differ, so one of the two connections can never complete
     port = _free_ports(2)
-    provider = HostProcesses(ports=(port, port), hosts=("127.0.0.1", "localhost"), bootstrap_timeout=40)
+    provider = HostProcesses(ports=(port, port), hosts=("127.0.0.1", "localhost"), bootstrap_timeout=20)
     with pytest.raises(ProvisioningError) as raised:
         with sky.ComputePool(provider=provider, nodes=2, display="quiet") as pool:
             pytest.fail(f"the pool opened and would answer {which_node() @ pool}")
