@@ -92,6 +92,18 @@ def elastic_rules(provider_name: str, driver: ProviderDriver, spec: PoolSpec) ->
     )
 
 
+def kept_rules(provider_name: str, spec: PoolSpec) -> None:
+    """A kept pool's spec (its provider configuration and image) is saved for the clients
+    that attach later: it must pickle."""
+    try:
+        cloudpickle.dumps(spec)
+    except Exception as error:
+        raise ConfigurationError(
+            f"ComputePool(keep_alive={spec.keep_alive:g}): the {provider_name} configuration cannot be saved for "
+            f"sky.attach ({error}); build the provider from plain values, or leave keep_alive out"
+        ) from None
+
+
 def result_decoder(provider: object, safe: bool | None, allow: Sequence[str | type]) -> ResultDecoder:
     """How results are read: ``safe_results=None`` follows the provider (safe where its
     hosts are third parties); ``allow_results`` widens safe mode's allow-list."""
@@ -134,6 +146,8 @@ def make_candidates(provider: ProviderChoice, options: PoolOptions) -> list[Cand
         notice = common_rules(plugin.name, driver, spec)
         elastic_rules(plugin.name, driver, spec)
         driver.validate(spec)  # every candidate's configuration, before anything is made
+        if spec.kept:
+            kept_rules(plugin.name, spec)
         out.append(
             Candidate(
                 index=index,

@@ -65,7 +65,9 @@ class Registration:
     @staticmethod
     def register(store: PoolStore, record: PoolRecord, keys: KeptKeys, spec: PoolSpec) -> Registration:
         """Create the pool's entry and take its lock (``AttachError`` if the name is taken)."""
-        store.create(record, keys, cloudpickle.dumps(spec))
+        # only a kept pool is attached to later: another pool's config need not pickle (a
+        # test's injected session holds locks), and its spec is not worth the write
+        store.create(record, keys, cloudpickle.dumps(spec) if spec.kept else b"")
         try:
             lock = store.lock(record.name)
         except BaseException:
