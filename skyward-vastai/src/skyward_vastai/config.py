@@ -48,6 +48,9 @@ class VastAI(CloudSettings):
     """
 
     third_party_hosts: ClassVar[bool] = True  # the hosts are strangers' machines
+    stopped_node_note: ClassVar[str] = "a stopped instance bills its disk"
+    """When a node's agent exits its container ends and the instance stops, still renting its disk
+    (``skyward.providers.StoppedNodesBill``)."""
     """True: the hosts are strangers' machines, so results are decoded with an allow-list unpickler."""
 
     image: str = DEFAULT_CUDA_IMAGE
