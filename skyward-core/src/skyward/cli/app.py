@@ -42,7 +42,6 @@ from skyward.offer_table import query
 from skyward.plugins.registry import get_plugin_manager
 from skyward.providers.cloud.reaping import doomed_resources
 from skyward.providers.resources import ProviderTools, Removal, Resource, ResourceSession
-from skyward.providers.sweeping import DEFAULT_SWEEP_MINUTES, read_marker
 from skyward.version import __version__
 
 BAD_INPUT = 2
@@ -560,36 +559,18 @@ def make_app(
 
         def body() -> None:
             try:
-                act()
+                done = sweeper.answer(
+                    settings.run, envcache.skyward_home(), settings.now(), install, uninstall, status, every
+                )
             except sweeper.SweepFailed as error:  # crontab or systemctl refused: not bad input
                 raise CommandError(str(error)) from error
-
-        def act() -> None:
-            if install + uninstall + status > 1:
-                raise CommandError("give one of --install, --uninstall or --status", BAD_INPUT)
-            if every is not None and not install:
-                raise CommandError("--every goes with --install: skyward sweep --install --every 15m", BAD_INPUT)
-            home = envcache.skyward_home()
-            if uninstall:
-                removed = sweeper.uninstall(settings.run, home)
-                for line in removed or ["nothing was installed"]:
-                    settings.say(f"removed {line}" if removed else line)
-                if as_json:
-                    settings.emit_json({"removed": removed, "errors": []})
-                return
-            if install:
-                minutes = sweeper.parse_every(every) if every is not None else DEFAULT_SWEEP_MINUTES
-                installed = sweeper.install(settings.run, home, minutes, sweeper.python_executable(), settings.now())
-                for line in sweeper.install_notes(installed, home):
-                    settings.say(line)
-            marker = read_marker(home)
-            entry = sweeper.report(home, marker, settings.now(), sweeper.problem(settings.run, marker))
+            for line in done.said:
+                settings.say(line)
             if as_json:
-                settings.emit_json({**entry, "errors": [entry["problem"]] if entry["problem"] else []})
-            else:
-                for line in sweeper.status_lines(entry):
-                    settings.out.print(line, markup=False, highlight=False, soft_wrap=True)
-            if entry["problem"]:
+                settings.emit_json(done.json)
+            for line in [] if as_json else done.lines:
+                settings.out.print(line, markup=False, highlight=False, soft_wrap=True)
+            if done.failed:
                 raise typer.Exit(LEFT_BEHIND)
 
         guarded(body, as_json, {"installed": False})

@@ -43,6 +43,7 @@ from skyward.providers.sweeping import (
     SWEEP_LOG,
     SweepMarker,
     marker_path,
+    read_marker,
 )
 
 CRON_MARK = "# skyward sweep"
@@ -446,5 +447,43 @@ def install_notes(marker: SweepMarker, home: Path) -> list[str]:
     return notes
 
 
-def python_executable() -> str:
-    return sys.executable
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What ``skyward sweep`` says: JSON (``--json``), lines for stdout, lines for stderr,
+    and whether it exits 1 (the schedule is not what its marker says, or stopped running)."""
+
+    json: dict[str, Any]
+    lines: list[str]
+    said: list[str]
+    failed: bool = False
+
+
+def answer(
+    run: Runner,
+    home: Path,
+    now: float,
+    install_it: bool,
+    uninstall_it: bool,
+    status: bool,
+    every: str | None,
+    python: str | None = None,
+) -> Answer:
+    """``skyward sweep [--install [--every D] | --uninstall | --status]``. Bad options are a
+    ConfigurationError (exit 2), a refused ``crontab`` or ``systemctl`` a SweepFailed."""
+    if install_it + uninstall_it + status > 1:
+        raise ConfigurationError("give one of --install, --uninstall or --status")
+    if every is not None and not install_it:
+        raise ConfigurationError("--every goes with --install: skyward sweep --install --every 15m")
+    if uninstall_it:
+        removed = uninstall(run, home)
+        return Answer(
+            {"removed": removed, "errors": []}, [], [f"removed {r}" for r in removed] or ["nothing was installed"]
+        )
+    said: list[str] = []
+    if install_it:
+        minutes = parse_every(every) if every is not None else DEFAULT_SWEEP_MINUTES
+        said = install_notes(install(run, home, minutes, python or sys.executable, now), home)
+    marker = read_marker(home)
+    entry = report(home, marker, now, problem(run, marker))
+    errors = [entry["problem"]] if entry["problem"] else []
+    return Answer({**entry, "errors": errors}, status_lines(entry), said, failed=bool(errors))
