@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,16 @@ from typer.testing import CliRunner
 
 from skyward.cli import sweep as sweeper
 from skyward.cli.app import make_app
-from skyward.providers import CredentialCheck, ProviderTools, StoppedNodesBill, sweep_advice, sweep_installed
+from skyward.providers import (
+    INSTANCE,
+    CredentialCheck,
+    ProviderTools,
+    Removal,
+    Resource,
+    StoppedNodesBill,
+    sweep_advice,
+    sweep_installed,
+)
 from skyward.providers.local import Local
 from skyward.providers.sweeping import SweepMarker, read_marker
 from skyward_aws import AWS
@@ -194,6 +204,51 @@ def test_status_says_not_installed_then_installed_with_the_last_runs_outcome(mac
     assert report["last_run"] == {"at": NOW + 60, "exit": 0, "removed": 0, "left": 0, "skipped": [], "errors": []}
     text = runner.invoke(app(NOW + 120), ["sweep"]).stdout
     assert "last run at" in text and "exit 0, removed 0, left 0" in text
+
+
+@dataclass
+class Leftovers:
+    """A provider holding two stopped (idle) instances of a dead pool; ``stuck`` ones refuse to go."""
+
+    stuck: set[str]
+    provider: str = "moon"
+    region: str = "r1"
+
+    def __post_init__(self) -> None:
+        self.held = [
+            Resource("moon", "r1", "sky-dead", INSTANCE, ident, "off", NOW - 7200, NOW + 3600, 1.0, idle=True)
+            for ident in ("i-1", "i-2")
+        ]
+
+    def check(self) -> CredentialCheck:
+        return CredentialCheck("moon", True, True, "ok")
+
+    def resources(self) -> list[Resource]:
+        return list(self.held)
+
+    def delete(self, resources: Sequence[Resource]) -> list[Removal]:
+        self.held = [r for r in self.held if r.id in self.stuck or r not in resources]
+        return [Removal(r, r.id not in self.stuck, "stuck" if r.id in self.stuck else "") for r in resources]
+
+
+@pytest.mark.parametrize(("stuck", "status", "removed", "left"), [(set(), 0, 2, 0), ({"i-2"}, 1, 1, 1)])
+def test_down_expired_with_log_appends_one_line_with_its_exit_status_and_counts(
+    machine: Machine, stuck: set[str], status: int, removed: int, left: int
+) -> None:
+    moon = Leftovers(stuck)
+    tools = [ProviderTools("moon", "skyward-core", lambda _config: moon)]
+    log = machine.home / "sweep.log"
+    result = runner.invoke(make_app(tools=tools, clock=lambda: NOW), ["down", "--expired", "--log", str(log)])
+    assert result.exit_code == status, result.output
+    (line,) = log.read_text().splitlines()
+    assert json.loads(line) == {
+        "at": NOW,
+        "exit": status,
+        "removed": removed,
+        "left": left,
+        "skipped": [],
+        "errors": [],
+    }
 
 
 def test_status_exits_1_when_the_crontab_entry_was_removed_behind_its_back(machine: Machine) -> None:
