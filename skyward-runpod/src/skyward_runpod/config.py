@@ -39,9 +39,9 @@ class RunPod(CloudSettings):
     """
 
     third_party_hosts: ClassVar[bool] = True  # community hosts are strangers' machines
+    """True: community hosts are strangers' machines, so results are decoded with an allow-list unpickler."""
     stopped_node_note: ClassVar[str] = "an exited pod bills its disk"
     """When a node's agent exits the pod exits, still billing its disk (``skyward.providers.StoppedNodesBill``)."""
-    """True: community hosts are strangers' machines, so results are decoded with an allow-list unpickler."""
 
     cloud: str = "secure"
     """``"secure"`` (RunPod's data-centre hosts, the default) or ``"community"`` (strangers' hosts, cheaper)."""

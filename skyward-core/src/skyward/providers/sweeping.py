@@ -45,7 +45,9 @@ class StoppedNodesBill(Protocol):
     "a powered-off droplet bills at its full rate" (a class attribute does)."""
 
     @property
-    def stopped_node_note(self) -> str: ...
+    def stopped_node_note(self) -> str:
+        """What bills once a node stopped, in a few words, read into the pool's advice."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
