@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,6 +318,29 @@ def test_doctor_lists_the_sweep_installed_or_not_from_its_marker_alone(machine: 
     assert after["installed"] and after["method"] == "cron" and after["schedule"] == "every 1 h"
     assert "sweep: installed (user crontab entry), every 1 h" in runner.invoke(app(), ["doctor"]).stdout
     assert len(machine.calls) == calls  # doctor ran neither crontab nor systemctl
+
+
+def test_the_installed_crontab_entry_runs_in_cron_s_bare_environment_and_its_run_shows_in_the_status(
+    machine: Machine,
+) -> None:
+    """End to end: the console script installs, the entry's command runs under ``sh`` with
+    no environment but HOME (as cron runs it), and the status reads its log line. The job
+    reads ``sweep.env``: here it turns off the AWS SDK's metadata-service lookup, so the
+    run never leaves the machine."""
+    skyward = [sys.executable, "-m", "skyward.cli"]
+    installed = subprocess.run([*skyward, "sweep", "--install", "--json"], capture_output=True, text=True, check=False)
+    assert installed.returncode == 0, installed.stderr
+    assert "sweep.env" in installed.stderr  # the note on the job's environment
+    (machine.home / "sweep.env").write_text("AWS_EC2_METADATA_DISABLED=true\n")
+    entry = machine.crontab.splitlines()[-1]
+    job = entry.split(" ", 5)[5]  # after the five time fields
+    bare = {"HOME": str(machine.root / "user"), "PATH": "/usr/bin:/bin"}
+    ran = subprocess.run(["sh", "-c", job], env=bare, capture_output=True, text=True, check=False, timeout=300)
+    assert ran.returncode == 0, (machine.home / "sweep.out").read_text()
+    status = subprocess.run([*skyward, "sweep", "--json"], capture_output=True, text=True, check=False)
+    report = json.loads(status.stdout)
+    assert status.returncode == 0 and report["installed"] and report["method"] == "cron", status.stderr
+    assert report["last_run"]["exit"] == 0 and "local" not in report["last_run"]["skipped"]
 
 
 # -- pure parts --------------------------------------------------------------------------------
