@@ -253,6 +253,17 @@ def test_down_expired_with_log_appends_one_line_with_its_exit_status_and_counts(
     }
 
 
+def test_status_warns_when_the_job_s_environment_file_can_be_read_by_other_users(machine: Machine) -> None:
+    assert runner.invoke(app(), ["sweep", "--install"]).exit_code == 0
+    tokens = machine.home / "sweep.env"
+    tokens.write_text("DIGITALOCEAN_TOKEN=dop_v1_x\n")
+    tokens.chmod(0o644)
+    shown = runner.invoke(app(), ["sweep"])
+    assert shown.exit_code == 0 and f"other users can read it: chmod 600 {tokens}" in shown.stdout
+    tokens.chmod(0o600)
+    assert json.loads(runner.invoke(app(), ["sweep", "--json"]).stdout)["warning"] is None
+
+
 def test_status_exits_1_when_the_crontab_entry_was_removed_behind_its_back(machine: Machine) -> None:
     assert runner.invoke(app(), ["sweep", "--install"]).exit_code == 0
     (machine.state / "crontab").write_text("0 3 * * * backup --all\n")

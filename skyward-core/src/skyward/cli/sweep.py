@@ -399,6 +399,7 @@ def report(home: Path, marker: SweepMarker | None, now: float, trouble: str | No
         "log": str(home / SWEEP_LOG),
         "last_run": run,
         "problem": trouble,
+        "warning": env_file_warning(home),
     }
     if marker is not None and trouble is None:
         since = run["at"] if run and isinstance(run.get("at"), int | float) else marker.installed_at
@@ -406,6 +407,18 @@ def report(home: Path, marker: SweepMarker | None, now: float, trouble: str | No
             where = f"journalctl --user -u {UNIT}" if marker.method == "timer" else str(home / OUTPUT_FILE)
             entry["problem"] = f"no run logged for two intervals since {_when(since)}: see {where}"
     return entry
+
+
+def env_file_warning(home: Path) -> str | None:
+    """A sentence when ``sweep.env`` (API tokens) can be read by other users of the machine."""
+    path = home / ENV_FILE
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if mode & 0o077:
+        return f"{path} holds API tokens and other users can read it: chmod 600 {shlex.quote(str(path))}"
+    return None
 
 
 def _when(at: float) -> str:
@@ -429,6 +442,8 @@ def status_lines(entry: dict[str, Any]) -> list[str]:
         lines.append(f"  last run{at}: {last_run_text(run)} (log: {entry['log']})")
     if entry["problem"]:
         lines.append(f"  problem: {entry['problem']}")
+    if entry.get("warning"):
+        lines.append(f"  warning: {entry['warning']}")
     return lines
 
 
