@@ -318,6 +318,24 @@ def test_a_refused_crontab_write_is_exit_1_and_leaves_no_marker(machine: Machine
     assert not sweep_installed(machine.home)
 
 
+def test_a_timer_systemd_refuses_to_enable_is_exit_1_naming_the_command_and_no_marker(machine: Machine) -> None:
+    asked: list[tuple[str, ...]] = []
+
+    def refusing(argv: Sequence[str], stdin: str | None) -> sweeper.Ran:  # the injected seam
+        asked.append(tuple(argv))
+        if argv[:2] == ["systemctl", "--user"] and argv[2] == "enable":
+            return sweeper.Ran(1, "", "Failed to enable unit: Unit file skyward-sweep.timer is masked.")
+        return sweeper.Ran(0, "", "") if argv[0] == "systemctl" else sweeper.Ran(1, "", "no crontab for me")
+
+    local = ProviderTools("local", "skyward-core", lambda _config: _LocalSession())
+    result = runner.invoke(make_app(tools=[local], clock=lambda: NOW, run=refusing), ["sweep", "--install"])
+    assert result.exit_code == 1
+    assert "`systemctl --user enable --now skyward-sweep.timer` failed (Failed to enable unit" in result.stderr
+    assert not sweep_installed(machine.home) and machine.calls == []  # the fakes on PATH were never run
+    assert ("systemctl", "--user", "daemon-reload") in asked
+    assert not list(machine.units.iterdir())  # the unit files written before the refusal are gone
+
+
 def test_doctor_lists_the_sweep_installed_or_not_from_its_marker_alone(machine: Machine) -> None:
     before = runner.invoke(app(), ["doctor", "--json"])
     assert before.exit_code == 0, before.output

@@ -316,7 +316,7 @@ def _must(run: Runner, argv: Sequence[str], stdin: str | None = None) -> None:
     done = run(argv, stdin)
     if done.code != 0:
         why = done.err.strip() or done.out.strip() or f"exit {done.code}"
-        raise SweepFailed(f"`{' '.join(argv)}` failed ({why}); nothing more was changed")
+        raise SweepFailed(f"`{' '.join(argv)}` failed ({why}): fix that, then `skyward sweep` says what is installed")
 
 
 def uninstall(run: Runner, home: Path) -> list[str]:
@@ -352,8 +352,13 @@ def install(run: Runner, home: Path, every: int, python: str, now: float) -> Swe
         service.parent.mkdir(parents=True, exist_ok=True)
         service.write_text(service_unit(command, home))
         timer.write_text(timer_unit(every))
-        _must(run, ["systemctl", "--user", "daemon-reload"])
-        _must(run, ["systemctl", "--user", "enable", "--now", f"{UNIT}.timer"])
+        try:
+            _must(run, ["systemctl", "--user", "daemon-reload"])
+            _must(run, ["systemctl", "--user", "enable", "--now", f"{UNIT}.timer"])
+        except SweepFailed:  # leave nothing half-installed: no unit files without a marker
+            service.unlink(missing_ok=True)
+            timer.unlink(missing_ok=True)
+            raise
         marker = SweepMarker("timer", every, command, now, (str(service), str(timer)))
     else:
         crontab = read_crontab(run)
