@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud import CloudSettings
@@ -46,6 +47,10 @@ class DigitalOcean(CloudSettings):
     ``poll_interval``, ``address_url``, ``api_timeout``, ``api_retries``, ``api_backoff``
     and ``reap`` (droplets earlier pools left: powered off, or past their expiry tag).
     """
+
+    stopped_node_note: ClassVar[str] = "a powered-off droplet bills at its full rate"
+    """A node whose client is gone can only power off (no token reaches it), and a powered-off droplet bills
+    (``skyward.providers.StoppedNodesBill``)."""
 
     region: str = "nyc1"
     """A region slug (``"nyc1"``, ``"tor1"``); checked against the regions that offer the chosen size."""

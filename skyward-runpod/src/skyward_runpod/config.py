@@ -40,6 +40,8 @@ class RunPod(CloudSettings):
 
     third_party_hosts: ClassVar[bool] = True  # community hosts are strangers' machines
     """True: community hosts are strangers' machines, so results are decoded with an allow-list unpickler."""
+    stopped_node_note: ClassVar[str] = "an exited pod bills its disk"
+    """When a node's agent exits the pod exits, still billing its disk (``skyward.providers.StoppedNodesBill``)."""
 
     cloud: str = "secure"
     """``"secure"`` (RunPod's data-centre hosts, the default) or ``"community"`` (strangers' hosts, cheaper)."""

@@ -49,6 +49,9 @@ class VastAI(CloudSettings):
 
     third_party_hosts: ClassVar[bool] = True  # the hosts are strangers' machines
     """True: the hosts are strangers' machines, so results are decoded with an allow-list unpickler."""
+    stopped_node_note: ClassVar[str] = "a stopped instance bills its disk"
+    """When a node's agent exits its container ends and the instance stops, still renting its disk
+    (``skyward.providers.StoppedNodesBill``)."""
 
     image: str = DEFAULT_CUDA_IMAGE
     """The container image (default: a CUDA 12.4 image with Python)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from skyward.errors import ConfigurationError
 from skyward.providers.cloud import CloudSettings
@@ -43,6 +44,10 @@ class Verda(CloudSettings):
     ``api_backoff`` and ``reap`` (instances earlier pools left: shut down, or past their
     expiry).
     """
+
+    stopped_node_note: ClassVar[str] = "a shut-down instance and its OS volume bill"
+    """A node whose client is gone can only shut down, and Verda keeps a shut-down instance's resources
+    (``skyward.providers.StoppedNodesBill``)."""
 
     region: str | None = None
     """A location code (``"FIN-01"``); ``None`` picks, at pool start, one with capacity for the instance type."""

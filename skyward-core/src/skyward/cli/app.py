@@ -1,4 +1,4 @@
-"""The ``skyward`` command (Typer): ``ls``, ``down``, ``offers``, ``doctor``, ``cache``.
+"""The ``skyward`` command (Typer): ``ls``, ``down``, ``offers``, ``doctor``, ``cache``, ``sweep``.
 
 The provider-specific parts come from each installed plugin through the
 ``skyward_provider_tools`` hook (see :mod:`skyward.providers.resources`), so a third-party
@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -34,6 +35,7 @@ from skyward.cli import cache as envcache
 from skyward.cli import doctor as doctoring
 from skyward.cli import offers as offering
 from skyward.cli import render
+from skyward.cli import sweep as sweeper
 from skyward.cli.opening import Opened, State, open_each
 from skyward.errors import ConfigurationError, SkywardError
 from skyward.offer_table import query
@@ -84,6 +86,7 @@ class Settings:
     configs: Mapping[str, object] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
     address: Callable[[], str] | None = None
+    run: sweeper.Runner = sweeper.run_command
     out: Console = field(default_factory=lambda: console(stderr=False))
     err: Console = field(default_factory=lambda: console(stderr=True))
     now_override: float | None = None
@@ -277,12 +280,14 @@ def make_app(
     configs: Mapping[str, object] | None = None,
     clock: Callable[[], float] = time.time,
     address: Callable[[], str] | None = None,
+    run: sweeper.Runner = sweeper.run_command,
 ) -> typer.Typer:
     """The command. ``tools`` replaces the installed plugins' (tests, embedding);
     ``configs`` maps a provider name to the configuration its tools open (default: the
     provider's defaults and the environment); ``clock`` gives the time; ``address`` is
-    doctor's one public-address lookup (default: ask the address service)."""
-    settings = Settings(tools=tools, configs=dict(configs or {}), clock=clock, address=address)
+    doctor's one public-address lookup (default: ask the address service); ``run`` runs
+    ``crontab`` and ``systemctl`` for ``sweep``."""
+    settings = Settings(tools=tools, configs=dict(configs or {}), clock=clock, address=address, run=run)
     command_class = type(
         "SkywardCommand", (TidyCommand,), {"provider_names": tuple(t.name for t in settings.all_tools())}
     )
@@ -374,14 +379,20 @@ def make_app(
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before --all.")] = False,
         provider: ProviderOption = None,
         as_json: JsonOption = False,
+        log: Annotated[
+            Path | None,
+            typer.Option("--log", metavar="FILE", help="Append one JSON line saying what this run did (the sweep's)."),
+        ] = None,
     ) -> None:
         """Delete a pool's resources (or the expired ones, or all), verify they are gone, exit 1 if any is left."""
+        done = sweeper.SweepRun()
 
         def body() -> None:
             chosen = sum((pool_id is not None, expired, every))
             if chosen != 1:
                 raise CommandError("give exactly one of POOL_ID, --expired or --all", BAD_INPUT)
-            found, _skipped = list_everything(settings, provider)
+            found, skipped = list_everything(settings, provider)
+            done.skipped = [s["provider"] for s in skipped]
             errors = settings.errors
             now = settings.now()
             plan = [
@@ -422,10 +433,19 @@ def make_app(
                 for name, (removed, left) in tally(removals).items():
                     settings.out.print(f"{name}: found {removed + left}, removed {removed}, left {left}")
             left_over = [r for r in removals if not r.removed]
+            done.removed, done.left = len(removals) - len(left_over), len(left_over)
             if left_over or errors:
                 raise CommandError(f"{len(left_over)} resource(s) are left; see above")
 
-        guarded(body, as_json, {"removals": []})
+        status = 0
+        try:
+            guarded(body, as_json, {"removals": []})
+        except typer.Exit as exited:
+            status = exited.exit_code
+            raise
+        finally:
+            if log is not None:
+                sweeper.append_log(log, sweeper.log_line(settings.now(), status, done, settings.errors))
 
     @app.command("offers", cls=command_class)
     def offers(
@@ -511,7 +531,7 @@ def make_app(
         def body() -> None:
             opened = open_each(settings.chosen(provider), settings.open)
             ask = settings.address or doctoring._default_lookup
-            report = doctoring.diagnose(opened, ask)
+            report = doctoring.diagnose(opened, ask, settings.now)
             if as_json:
                 settings.emit_json({**report, "errors": report["fixes"]})
             else:
@@ -520,6 +540,40 @@ def make_app(
                 raise typer.Exit(LEFT_BEHIND)
 
         guarded(body, as_json, {"providers": [], "fixes": []})
+
+    @app.command("sweep", cls=command_class)
+    def sweep(
+        install: Annotated[
+            bool, typer.Option("--install", help="Schedule `skyward down --expired` (systemd user timer, else cron).")
+        ] = False,
+        uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove what --install installed.")] = False,
+        status: Annotated[bool, typer.Option("--status", help="Say whether it is installed (the default).")] = False,
+        every: Annotated[
+            str | None,
+            typer.Option("--every", metavar="DURATION", help="How often, with --install: 5m to 24h (default 15m)."),
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Schedule `skyward down --expired`, so a stopped node that still bills (DigitalOcean, Verda, VastAI,
+        RunPod) is deleted within minutes without a pool start."""
+
+        def body() -> None:
+            try:
+                done = sweeper.answer(
+                    settings.run, envcache.skyward_home(), settings.now(), install, uninstall, status, every
+                )
+            except sweeper.SweepFailed as error:  # crontab or systemctl refused: not bad input
+                raise CommandError(str(error)) from error
+            for line in done.said:
+                settings.say(line)
+            if as_json:
+                settings.emit_json(done.json)
+            for line in [] if as_json else done.lines:
+                settings.out.print(line, markup=False, highlight=False, soft_wrap=True)
+            if done.failed:
+                raise typer.Exit(LEFT_BEHIND)
+
+        guarded(body, as_json, {"installed": False})
 
     cache_app = typer.Typer(
         help="The environments built for Local pools and the wheels built for cloud nodes.",

@@ -13,6 +13,7 @@ be found.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any
@@ -21,6 +22,7 @@ from rich.console import Console
 
 from skyward.cli import cache as envcache
 from skyward.cli import render
+from skyward.cli import sweep as sweeper
 from skyward.cli.opening import Opened, State
 from skyward.errors import SkywardError
 from skyward.plugins.registry import get_plugin_manager
@@ -29,6 +31,7 @@ from skyward.providers.cloud.addresses import discover_client_address, firewall_
 from skyward.providers.cloud.settings import DEFAULT_ADDRESS_URL
 from skyward.providers.reachability import unreachable
 from skyward.providers.resources import AddressSource
+from skyward.providers.sweeping import read_marker
 
 ADDRESS_TIMEOUT = 5.0  # seconds: an offline machine must not hold doctor up
 
@@ -95,8 +98,12 @@ def provider_entry(item: Opened, fixes: list[str]) -> dict[str, Any]:
     return entry
 
 
-def diagnose(opened: Sequence[Opened], ask_address: Callable[[], str] = _default_lookup) -> dict[str, Any]:
-    """The whole report (JSON-ready); ``ask_address`` is the one public-address lookup."""
+def diagnose(
+    opened: Sequence[Opened], ask_address: Callable[[], str] = _default_lookup, now: Callable[[], float] = time.time
+) -> dict[str, Any]:
+    """The whole report (JSON-ready); ``ask_address`` is the one public-address lookup.
+    The sweep's entry is read from its marker and log only (``skyward sweep`` checks the
+    crontab or timer itself): not installed, or a run that stopped, is said, not a fix."""
     fixes: list[str] = []
     with one_lookup_per_url():
         network = public_address(ask_address)
@@ -111,6 +118,7 @@ def diagnose(opened: Sequence[Opened], ask_address: Callable[[], str] = _default
         "skyward_home": str(home),
         "environments": [render.environment_json(e) for e in envs],
         "cache_size": sum(e.size for e in envs),
+        "sweep": sweeper.report(home, read_marker(home), now()),
         "fixes": fixes,
     }
 
@@ -159,6 +167,8 @@ def print_diagnosis(out: Console, report: Mapping[str, Any]) -> None:
         f"{render.size_text(report['cache_size'])}",
         highlight=False,
     )
+    for line in sweeper.status_lines(report["sweep"]):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     if report["fixes"]:
         out.print("[bold]to fix[/bold]")
         for fix in report["fixes"]:

@@ -18,7 +18,9 @@ Optional abilities, each a runtime-checkable Protocol
     :class:`ReclaimWatch`, :class:`ElasticNodes` (elastic pools, replacing lost nodes),
     :class:`NodeWatch`, :class:`PortMapping`, :class:`VolumeMounts`,
     :class:`FollowsBootstrap`, :class:`ConsoleOutput`, :class:`Bakes` (with its
-    :class:`BakeStore` and :class:`Bakery`).
+    :class:`BakeStore` and :class:`Bakery`); :class:`StoppedNodesBill` (on a config: a
+    node whose client is gone stops but bills until deleted; :func:`sweep_advice` and
+    :func:`sweep_installed` decide what a kept pool says about it).
 The node's bootstrap
     :class:`BootstrapContext` and :func:`local_bootstrap_context` (a node on this machine:
     never shuts it down); a cloud node's is
@@ -111,6 +113,7 @@ from skyward.providers.resources import (
 from skyward.providers.sessions import NETWORK_FIX, config_for, credential_check, for_one_check, reported_as
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings, settings_of
 from skyward.providers.spec import PoolSpec
+from skyward.providers.sweeping import StoppedNodesBill, sweep_advice, sweep_installed
 from skyward.spot import (
     Market,
     NodePlan,
@@ -139,11 +142,12 @@ __all__ = [
     "Offer", "OfferQuery", "OfferSource", "PoolSpec", "PortMapping", "Provider", "ProviderDriver", "ProviderPlugin",
     "ProviderSettings", "ProviderTools", "ReclaimWatch", "Removal", "Resource", "ResourceSession", "SpotAlways",
     "SpotIfAvailable", "SpotMarket", "SpotNever", "SpotPercent", "SpotReplacement", "SpotStrategy",
+    "StoppedNodesBill",
     "UserDataFactory", "VolumeMounts", "VolumePlugin",
     "bake_key", "baked_resource", "config_for", "credential_check", "current_catalog", "deferred_driver", "fits",
     "format_memory",
     "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",
     "parse_accelerator", "parse_memory", "parse_number", "parse_time", "plan_markets", "reported_as",
-    "select_instance", "settings_of", "wants_spot",
+    "select_instance", "settings_of", "sweep_advice", "sweep_installed", "wants_spot",
     "NETWORK_FIX", "ShippedOffers", "Unreachable", "for_one_check", "unreachable",
 ]  # fmt: skip
