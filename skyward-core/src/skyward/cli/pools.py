@@ -136,12 +136,13 @@ def pool_json(row: PoolRow, now: float) -> dict[str, Any]:
     }
 
 
-POOL_COLUMNS = ("pool", "provider", "nodes", "tasks", "age", "idle", "cost", "client", "keep-alive ends")
-"""``tasks`` is running/queued. Nine columns in the boxed style of the other tables cost 28
+POOL_COLUMNS = ("pool", "provider", "nodes", "tasks", "age", "idle", "cost", "client", "stops")
+"""``tasks`` is running/queued; ``stops`` when a pool with no client stops on its own (its
+keep-alive ends). Nine columns in the boxed style of the other tables cost 28
 characters of borders and padding, so a Local pool's row (``exp1 local 2 0/0 3m04s 2m59s
-$0.00 pid 12345 with its client``: 61 characters of cells) came to 89; with rules under the
-header only and one space of padding between cells the overhead is 16 and the same row is
-77 wide: it fits an 80-column terminal, and the docs' column, on one line. A wider row (a
+$0.00 pid 12345 with its client``: 61 characters of cells) came to 89; with a rule under
+the header only and one space of padding between cells the overhead is 16 and the same row
+is 77 wide: it fits an 80-column terminal, and the docs' column, on one line. A wider row (a
 ``digitalocean`` pool known by its pool id: 90) wraps in its cells, never cut."""
 
 
@@ -150,8 +151,14 @@ def pools_table(rows: Sequence[PoolRow], now: float) -> Table:
         title="Skyward pools (this machine)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
         pad_edge=False, collapse_padding=True,
     )  # fmt: skip
+    whole = {  # a name or provider is never cut: other cells wrap first
+        "pool": max((len(r.record.name) for r in rows), default=4),
+        "provider": max((len(r.record.provider) for r in rows), default=8),
+    }
     for column in POOL_COLUMNS:
-        table.add_column(column, justify="right" if column in ("nodes", "tasks", "cost") else "left")
+        table.add_column(
+            column, justify="right" if column in ("nodes", "tasks", "cost") else "left", min_width=whole.get(column)
+        )
     for row in rows:
         running, queued = row.tasks()
         idle = row.idle_for(now)
