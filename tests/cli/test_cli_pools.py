@@ -295,6 +295,8 @@ def test_down_name_stops_the_agents_of_a_local_pool_whose_client_was_killed(priv
         assert shown["errors"] == [] and shown["removals"] == []
         assert shown["pool"]["name"] == name and shown["pool"]["record_removed"] is True
         assert sorted(p["pid"] for p in shown["pool"]["processes"]) == agents
+        assert shown["pool"]["answered"] == [0, 1]  # each agent said BYE to STOP ...
+        assert {p["ended"] for p in shown["pool"]["processes"]} == {"exited"}  # ... and exited: no signal needed
         assert not [pid for pid in agents if _running(pid)]
         assert name not in store.names() and not store.path(name).exists()  # its keys went with it
     finally:
