@@ -389,7 +389,8 @@ def test_version_names_the_core_and_each_plugin() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["ls"], ["down"], ["offers"], ["doctor"], ["cache"], ["cache", "ls"], ["cache", "clear"]]
+    "command",
+    [[], ["ls"], ["logs"], ["down"], ["offers"], ["doctor"], ["cache"], ["cache", "ls"], ["cache", "clear"]],
 )
 def test_help_shows_no_python_types_as_placeholders(command: list[str]) -> None:
     shown = runner.invoke(make_app(), [*command, "--help"], env={"COLUMNS": "200"})

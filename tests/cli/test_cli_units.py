@@ -408,7 +408,7 @@ def test_a_provider_registered_through_the_hook_shows_up_in_every_command() -> N
         assert runner.invoke(app, ["down", "--expired", "-p", "moon"]).exit_code == 0
         assert moon.held == []
         help_text = runner.invoke(app, ["--help"]).stdout
-        assert all(command in help_text for command in ("ls", "down", "offers", "doctor", "cache"))
+        assert all(command in help_text for command in ("ls", "logs", "down", "offers", "doctor", "cache"))
     finally:
         registry.unregister(plugin)
 
@@ -450,7 +450,7 @@ def test_the_console_script_is_installed_with_skyward_core_and_lists_the_command
     script = Path(sys.executable).parent / "skyward"
     shown = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
-    assert all(f" {command} " in shown.stdout for command in ("ls", "down", "offers", "doctor", "cache"))
+    assert all(f" {command} " in shown.stdout for command in ("ls", "logs", "down", "offers", "doctor", "cache"))
 
 
 droplet_cases = st.tuples(

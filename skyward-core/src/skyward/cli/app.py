@@ -405,7 +405,7 @@ def make_app(
             bool, typer.Option("--json", help='One JSON object per line: {"node": N, "line": "..."}.')
         ] = False,
     ) -> None:
-        """The output of a pool's nodes as its clients received it, `[node N] text` a line."""
+        """The output of a pool's nodes as its clients received it, `\\[node N] text` a line."""
 
         def body() -> None:
             if lines is not None and lines < 0:

@@ -13,8 +13,10 @@ Three steps, each verified:
 2. **Make sure.** On Local, each agent's process (``NodeRecord.pid``, checked against its
    start time so that a recycled pid is never signalled) must end: after ``grace``
    seconds its process group gets SIGTERM, ``kill_after`` seconds later SIGKILL, and the
-   group must then be empty. On a cloud, the pool's resources are deleted by pool id
-   through the provider's resource session, which lists again to verify.
+   group must then be empty. A node with no recorded pid that did not answer either has
+   no process left to find (its socket is gone with its run directory): it is reported
+   (``unknown``) and taken for gone. On a cloud, the pool's resources are deleted by pool
+   id through the provider's resource session, which lists again to verify.
 3. **Forget it.** The record (keys included) is removed when nothing is left. When
    something is (a process that outlived SIGKILL, a resource the provider kept), the
    record stays, so the same ``skyward down NAME`` can be tried again with its keys.
