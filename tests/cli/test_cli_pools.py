@@ -384,3 +384,32 @@ def test_the_signal_due_only_escalates_with_time(first: float, second: float, gr
     order = {None: 0, signal.SIGTERM: 1, signal.SIGKILL: 2}
     assert order[due_signal(early, grace, kill_after)] <= order[due_signal(late, grace, kill_after)]
     assert due_signal(early, grace, kill_after) is None or early >= grace
+
+
+def test_down_takes_a_recorded_pools_pool_id_and_an_unknown_name_names_the_recorded_pools(tmp_path: Path) -> None:
+    store = PoolStore(tmp_path)
+    rec = record("train", nodes=1)
+    rec = replace(rec, nodes=(replace(rec.nodes[0], pid=4242),))
+    write(store, rec)
+    table = StubbornTable({4242: []})  # it exited on STOP
+    answered = [Answer(0, pid=4242, said_bye=True)]
+    app = make_app(store=store, stopper=stopper_with(table, answered))
+    unknown = runner.invoke(app, ["down", "trian", "-p", "local"])
+    assert unknown.exit_code == 1 and store.names() == ["train"]
+    assert unknown.stderr.strip() == (
+        "skyward: no resources of pool 'trian' on local, and no pool of that name recorded here (recorded: train): "
+        "`skyward ls` lists the pools there are"
+    )
+    result = runner.invoke(app, ["down", rec.pool_id])
+    assert result.exit_code == 0, result.output
+    assert "node 0: process 4242 exited" in result.stdout and "record removed" in result.stdout
+    assert store.names() == [] and table.sent == []
+
+
+def test_a_record_without_a_status_is_a_pool_still_opening_until_it_is_old(tmp_path: Path) -> None:
+    store = PoolStore(tmp_path)
+    write(store, record("opening"))  # created at NOW - 600, no status
+    fresh, _ = pools.live_pools(store, NOW - 600 + pools.OPENING / 2)
+    assert [r.record.name for r in fresh] == ["opening"]
+    later, over = pools.live_pools(store, NOW)
+    assert later == [] and [r.name for r in over] == ["opening"] and store.names() == []

@@ -36,6 +36,11 @@ second."""
 
 NOT_KEPT = "with its client"
 
+OPENING = 10.0
+"""Seconds a record without a status is taken for a pool still opening: the client writes
+its first status right after the record (``Registration.register``), so a record seen
+between the two must not be removed as one whose client is gone."""
+
 
 @dataclass(frozen=True, slots=True)
 class PoolRow:
@@ -87,7 +92,8 @@ def live_pools(
     over: list[PoolRecord] = []
     for record, status in iter_records(store):
         running = status is not None and alive(status)
-        if is_over(record, status, now, running):
+        opening = status is None and now - record.created < OPENING
+        if not opening and is_over(record, status, now, running):
             store.remove(record.name)
             over.append(record)
         else:
