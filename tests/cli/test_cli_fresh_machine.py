@@ -379,7 +379,7 @@ def test_ls_on_a_fresh_machine_looks_at_local_and_names_the_clouds_not_configure
     assert all(s["reason"].startswith("not configured: ") for s in shown["skipped"])
     local = runner.invoke(make_app(), ["ls", "-p", "local", "--json"])
     assert local.exit_code == 0, local.output
-    assert json.loads(local.stdout) == {"errors": [], "resources": [], "skipped": []}
+    assert json.loads(local.stdout) == {"errors": [], "pools": [], "resources": [], "skipped": []}
 
 
 def test_version_names_the_core_and_each_plugin() -> None:
@@ -389,7 +389,8 @@ def test_version_names_the_core_and_each_plugin() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["ls"], ["down"], ["offers"], ["doctor"], ["cache"], ["cache", "ls"], ["cache", "clear"]]
+    "command",
+    [[], ["ls"], ["logs"], ["down"], ["offers"], ["doctor"], ["cache"], ["cache", "ls"], ["cache", "clear"]],
 )
 def test_help_shows_no_python_types_as_placeholders(command: list[str]) -> None:
     shown = runner.invoke(make_app(), [*command, "--help"], env={"COLUMNS": "200"})

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from skyward.api.kept.record import PoolStore
 from skyward.cli import cache as envcache
 from skyward.cli import render
 from skyward.cli.app import make_app, tally
@@ -83,9 +84,12 @@ class MoonSession:
         return "203.0.113.9/32"
 
 
+NO_POOLS = PoolStore(Path("/nonexistent/skyward-home"))  # a home with no pool recorded (only read)
+
+
 def app_for(*sessions: MoonSession, now: float = NOW):  # type: ignore[no-untyped-def]
     tools = [ProviderTools(s.provider, "skyward-core", lambda _config, s=s: s) for s in sessions]
-    return make_app(tools=tools, clock=lambda: now, address=lambda: "198.51.100.4/32")
+    return make_app(tools=tools, clock=lambda: now, address=lambda: "198.51.100.4/32", store=NO_POOLS)
 
 
 runner = CliRunner()
@@ -123,7 +127,8 @@ def test_an_unknown_pool_id_is_one_line_and_a_non_zero_exit() -> None:
     result = runner.invoke(app_for(MoonSession([])), ["down", "sky-nope"])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
-        "skyward: no resources of pool 'sky-nope' on moon: `skyward ls` lists the pools there are"
+        "skyward: no resources of pool 'sky-nope' on moon, and no pool of that name recorded here "
+        "(recorded: none): `skyward ls` lists the pools there are"
     ]
     assert "Traceback" not in result.output
 
@@ -156,7 +161,7 @@ def test_down_needs_exactly_one_selection() -> None:
     for args in (["down"], ["down", "sky-a", "--expired"], ["down", "--all", "--expired"]):
         result = runner.invoke(app_for(MoonSession([])), args)
         assert result.exit_code == 2, args
-        assert result.stderr.strip() == "skyward: give exactly one of POOL_ID, --expired or --all"
+        assert result.stderr.strip() == "skyward: give exactly one of NAME|POOL_ID, --expired or --all"
 
 
 def test_down_expired_follows_the_clock() -> None:
@@ -403,7 +408,7 @@ def test_a_provider_registered_through_the_hook_shows_up_in_every_command() -> N
         assert runner.invoke(app, ["down", "--expired", "-p", "moon"]).exit_code == 0
         assert moon.held == []
         help_text = runner.invoke(app, ["--help"]).stdout
-        assert all(command in help_text for command in ("ls", "down", "offers", "doctor", "cache"))
+        assert all(command in help_text for command in ("ls", "logs", "down", "offers", "doctor", "cache"))
     finally:
         registry.unregister(plugin)
 
@@ -445,7 +450,7 @@ def test_the_console_script_is_installed_with_skyward_core_and_lists_the_command
     script = Path(sys.executable).parent / "skyward"
     shown = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
-    assert all(f" {command} " in shown.stdout for command in ("ls", "down", "offers", "doctor", "cache"))
+    assert all(f" {command} " in shown.stdout for command in ("ls", "logs", "down", "offers", "doctor", "cache"))
 
 
 droplet_cases = st.tuples(

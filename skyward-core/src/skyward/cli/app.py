@@ -1,4 +1,4 @@
-"""The ``skyward`` command (Typer): ``ls``, ``down``, ``offers``, ``doctor``, ``cache``, ``sweep``.
+"""The ``skyward`` command (Typer): ``ls``, ``logs``, ``down``, ``offers``, ``doctor``, ``cache``, ``sweep``.
 
 The provider-specific parts come from each installed plugin through the
 ``skyward_provider_tools`` hook (see :mod:`skyward.providers.resources`), so a third-party
@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -31,13 +31,15 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
 from skyward.accelerators.catalog import current_catalog
+from skyward.api.kept import stop as stopping
+from skyward.api.kept.record import RECORD_FILE, PoolRecord, PoolStore
 from skyward.cli import cache as envcache
 from skyward.cli import doctor as doctoring
 from skyward.cli import offers as offering
-from skyward.cli import render
+from skyward.cli import pools, render
 from skyward.cli import sweep as sweeper
 from skyward.cli.opening import Opened, State, open_each
-from skyward.errors import ConfigurationError, SkywardError
+from skyward.errors import AttachError, ConfigurationError, SkywardError
 from skyward.offer_table import query
 from skyward.plugins.registry import get_plugin_manager
 from skyward.providers.cloud.reaping import doomed_resources
@@ -80,13 +82,17 @@ def console(*, stderr: bool) -> Console:
 @dataclass
 class Settings:
     """What every command reads: the providers' tools and configurations, the clock, the
-    public-address lookup; and what one run has said: its errors, whether JSON went out."""
+    public-address lookup, the pool store, how a recorded pool is stopped, sleep (``logs
+    --follow``); and what one run has said: its errors, whether JSON went out."""
 
     tools: Sequence[ProviderTools] | None = None
     configs: Mapping[str, object] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
     address: Callable[[], str] | None = None
     run: sweeper.Runner = sweeper.run_command
+    store: PoolStore | None = None
+    stopper: stopping.Stopper | None = None
+    sleep: Callable[[float], None] = time.sleep
     out: Console = field(default_factory=lambda: console(stderr=False))
     err: Console = field(default_factory=lambda: console(stderr=True))
     now_override: float | None = None
@@ -95,6 +101,19 @@ class Settings:
 
     def now(self) -> float:
         return self.clock() if self.now_override is None else self.now_override
+
+    def pool_store(self) -> PoolStore:
+        """The injected store, else the one under ``$SKYWARD_HOME`` as it is now."""
+        return self.store if self.store is not None else PoolStore()
+
+    def live_pools(self, names: Sequence[str] | None) -> list[pools.PoolRow]:
+        """The recorded pools that still run (of these providers, when named); the records
+        of pools found over are removed, each said on stderr. Over is judged on the real
+        clock, never on ``--now``: a pretend time must not delete a live pool's keys."""
+        rows, over = pools.live_pools(self.pool_store(), self.clock())
+        for record in over:
+            self.say(pools.over_text(record))
+        return [r for r in rows if not names or r.record.provider in names]
 
     def all_tools(self) -> list[ProviderTools]:
         return local_first(self.tools if self.tools is not None else installed_tools())
@@ -281,20 +300,28 @@ def make_app(
     clock: Callable[[], float] = time.time,
     address: Callable[[], str] | None = None,
     run: sweeper.Runner = sweeper.run_command,
+    store: PoolStore | None = None,
+    stopper: stopping.Stopper | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> typer.Typer:
     """The command. ``tools`` replaces the installed plugins' (tests, embedding);
     ``configs`` maps a provider name to the configuration its tools open (default: the
     provider's defaults and the environment); ``clock`` gives the time; ``address`` is
     doctor's one public-address lookup (default: ask the address service); ``run`` runs
-    ``crontab`` and ``systemctl`` for ``sweep``."""
-    settings = Settings(tools=tools, configs=dict(configs or {}), clock=clock, address=address, run=run)
+    ``crontab`` and ``systemctl`` for ``sweep``; ``store`` the pool records (default: under
+    ``$SKYWARD_HOME`` when a command runs); ``stopper`` how ``down NAME`` stops a recorded
+    pool (its messenger, process table, clock, sleep); ``sleep`` what ``logs --follow`` waits with."""
+    settings = Settings(
+        tools=tools, configs=dict(configs or {}), clock=clock, address=address, run=run, store=store,
+        stopper=stopper, sleep=sleep,
+    )  # fmt: skip
     command_class = type(
         "SkywardCommand", (TidyCommand,), {"provider_names": tuple(t.name for t in settings.all_tools())}
     )
     app = typer.Typer(
         name="skyward",
-        help="See what Skyward pools left on your cloud accounts and what it costs, remove it, "
-        "compare offers, and check the set-up.",
+        help="See the pools this machine runs and what Skyward pools left on your cloud accounts, what it "
+        "costs, stop and remove it, compare offers, and check the set-up.",
         no_args_is_help=True,
         add_completion=True,
         pretty_exceptions_enable=False,
@@ -335,21 +362,26 @@ def make_app(
 
     @app.command("ls", cls=command_class)
     def ls(provider: ProviderOption = None, as_json: JsonOption = False) -> None:
-        """Every resource Skyward pools made, on every provider that is set up."""
+        """The live pools this machine started (Local too), and every resource Skyward pools
+        made on every provider that is set up."""
 
         def body() -> None:
+            live = settings.live_pools(provider)
             found, skipped = list_everything(settings, provider)
             now = settings.now()
             everything = [r for _, _, listed in found for r in listed]
             if as_json:
                 settings.emit_json(
                     {
+                        "pools": [pools.pool_json(row, now) for row in live],
                         "resources": [render.resource_json(r, now) for r in everything],
                         "errors": settings.errors,
                         "skipped": skipped,
                     }
                 )
             else:
+                if live:
+                    settings.out.print(pools.pools_table(live, now))
                 settings.out.print(render.resources_table(everything, now))
                 cost = sum(c for r in everything if (c := r.cost_so_far(now)) is not None)
                 hourly = sum(r.hourly_price or 0.0 for r in everything)
@@ -362,12 +394,59 @@ def make_app(
             if settings.errors:
                 raise CommandError(f"{len(settings.errors)} provider(s) could not be listed")
 
-        guarded(body, as_json, {"resources": [], "skipped": []})
+        guarded(body, as_json, {"pools": [], "resources": [], "skipped": []})
+
+    @app.command("logs", cls=command_class)
+    def logs(
+        name: Annotated[str, typer.Argument(metavar="NAME", help="A recorded pool's name or pool id (`skyward ls`).")],
+        follow: Annotated[
+            bool, typer.Option("--follow", "-f", help="Keep printing new lines until the pool ends (or Ctrl-C).")
+        ] = False,
+        lines: Annotated[
+            int | None, typer.Option("--lines", "-n", metavar="N", help="Only the last N lines there are now.")
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help='One JSON object per line: {"node": N, "line": "..."}.')
+        ] = False,
+    ) -> None:
+        """The output of a pool's nodes as its clients received it, `\\[node N] text` a line."""
+
+        def body() -> None:
+            if lines is not None and lines < 0:
+                raise CommandError(f"--lines {lines}: give a count of lines, 0 or more", BAD_INPUT)
+            store = settings.pool_store()
+            try:
+                record = stopping.find_record(store, name)
+            except AttachError as error:
+                raise CommandError(str(error), BAD_INPUT) from None
+
+            def ended() -> bool:
+                return _ended(store, record)
+
+            out = settings.out.file
+            try:
+                for line in pools.follow(store.output_path(record.name), ended, settings.sleep, lines, follow):
+                    if as_json:
+                        node, text = pools.parse_line(line)
+                        out.write(json.dumps({"node": node, "line": text}) + "\n")
+                    else:
+                        out.write(line + "\n")
+                    if follow:
+                        out.flush()
+            except KeyboardInterrupt:
+                return  # Ctrl-C ends --follow: what was asked for, not a failure
+
+        guarded(body, as_json, {})
 
     @app.command("down", cls=command_class)
     def down(
         pool_id: Annotated[
-            str | None, typer.Argument(metavar="POOL_ID", help="The pool whose resources to delete.")
+            str | None,
+            typer.Argument(
+                metavar="NAME|POOL_ID",
+                help="A recorded pool (its name or pool id: its nodes are stopped, then its resources deleted), "
+                "or any pool id whose resources to delete.",
+            ),
         ] = None,
         expired: Annotated[
             bool,
@@ -384,13 +463,17 @@ def make_app(
             typer.Option("--log", metavar="FILE", help="Append one JSON line saying what this run did (the sweep's)."),
         ] = None,
     ) -> None:
-        """Delete a pool's resources (or the expired ones, or all), verify they are gone, exit 1 if any is left."""
+        """Stop a pool and delete its resources (or the expired ones, or all), verify they are gone,
+        exit 1 if anything is left."""
         done = sweeper.SweepRun()
 
         def body() -> None:
             chosen = sum((pool_id is not None, expired, every))
             if chosen != 1:
-                raise CommandError("give exactly one of POOL_ID, --expired or --all", BAD_INPUT)
+                raise CommandError("give exactly one of NAME|POOL_ID, --expired or --all", BAD_INPUT)
+            if pool_id is not None and stopping.recorded(settings.pool_store(), pool_id):
+                stop_recorded(settings, pool_id, as_json)
+                return
             found, skipped = list_everything(settings, provider)
             done.skipped = [s["provider"] for s in skipped]
             errors = settings.errors
@@ -403,8 +486,10 @@ def make_app(
             searched = ", ".join(o.name for o, _, _ in found) or "no provider"
             if total == 0:
                 if pool_id is not None:
+                    known = ", ".join(settings.pool_store().names()) or "none"
                     raise CommandError(
-                        f"no resources of pool {pool_id!r} on {searched}: `skyward ls` lists the pools there are",
+                        f"no resources of pool {pool_id!r} on {searched}, and no pool of that name recorded here "
+                        f"(recorded: {known}): `skyward ls` lists the pools there are",
                     )
                 settings.say(f"nothing to delete on {searched}")
                 if as_json:
@@ -644,6 +729,62 @@ def make_app(
         guarded(body)
 
     return app
+
+
+def _ended(store: PoolStore, record: PoolRecord) -> bool:
+    """Whether the pool ``record`` is no longer recorded (it ended, or a new pool took the name)."""
+    try:
+        return not (store.path(record.name) / RECORD_FILE).is_file() or store.record(record.name).pool_id != (
+            record.pool_id
+        )
+    except AttachError:
+        return True
+
+
+def stop_recorded(settings: Settings, name: str, as_json: bool) -> None:
+    """``skyward down NAME`` for a recorded pool: stop it (``skyward.api.kept.stop``), a
+    cloud pool's resources deleted through this command's own sessions, and say how."""
+    store = settings.pool_store()
+    record = stopping.find_record(store, name)
+    client = stopping.attached_client(store, record)
+    if client is not None:
+        settings.say(f"pool {record.name}: its client (process {client}) is attached: it loses the pool")
+
+    def delete(record: PoolRecord) -> list[Removal]:
+        found, _skipped = list_everything(settings, [record.provider])
+        removals: list[Removal] = []
+        for opened, session, listed in found:
+            mine = [r for r in listed if r.pool_id == record.pool_id]
+            if mine:
+                settings.say(f"{opened.name}: deleting {len(mine)} resource(s) of pool {record.pool_id}...")
+                removals += session.delete(mine)
+        if settings.errors:
+            raise CommandError("; ".join(settings.errors))
+        return removals
+
+    stopper = settings.stopper or stopping.Stopper()
+    if stopper.delete is None and record.provider != stopping.LOCAL:
+        stopper = replace(stopper, delete=delete)
+    settings.say(f"stopping pool {record.name} ({record.provider}, {len(record.nodes)} node(s))...")
+    report = stopper.stop(store, record.name)
+    now = settings.now()
+    if as_json:
+        settings.emit_json(
+            {
+                "pool": pools.stop_json(report),
+                "removals": [render.removal_json(r, now) for r in report.removals],
+                "errors": report.left,
+            }
+        )
+    else:
+        for line in pools.stop_lines(report):
+            settings.out.print(line, markup=False, highlight=False)
+        if report.removals:
+            settings.out.print(render.removals_table(report.removals))
+            for provider, (removed, left) in tally(report.removals).items():
+                settings.out.print(f"{provider}: found {removed + left}, removed {removed}, left {left}")
+    if not report.ok:
+        raise CommandError(f"pool {record.name}: {len(report.left)} thing(s) left: {'; '.join(report.left)}")
 
 
 def main() -> None:

@@ -185,6 +185,13 @@ def is_over(record: PoolRecord, status: PoolStatus | None, now: float, client_al
     return ends is not None and now > ends + END_GRACE
 
 
+def seen_status(status: PoolStatus | None, client_alive: bool) -> PoolStatus | None:
+    """The status as it stands (pure): as written while its client runs; one whose client
+    died without saying so reads as detached since it last wrote (its keep-alive counts
+    from then, as the nodes count it from the last word they heard)."""
+    return status if client_alive else _left_at(status)
+
+
 def _left_at(status: PoolStatus | None) -> PoolStatus | None:
     """A status whose client died without saying so: it left when it last wrote."""
     if status is None or status.client_pid is None:
