@@ -22,6 +22,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "PendingBatch": "skyward.api.compute",
     "gather": "skyward.api.compute",
     "ComputePool": "skyward.api.pool",
+    "attach": "skyward.api.pool",
     "MultiPool": "skyward.api.multipool",
     "Spec": "skyward.api.failover",
     "offers": "skyward.offer_table",
@@ -58,6 +59,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "WorkerDiedError": "skyward.errors",
     "PoolClosedError": "skyward.errors",
     "PoolTimeoutError": "skyward.errors",
+    "AttachError": "skyward.errors",
     "NotInComputationError": "skyward.errors",
     "RemoteError": "skyward.errors",
     "PluginMissingError": "skyward.errors",
@@ -143,6 +145,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.api.pool import (
         ComputePool as ComputePool,
     )
+    from skyward.api.pool import attach as attach
     from skyward.callbacks import (
         Callback as Callback,
     )
@@ -155,6 +158,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.callbacks import (
         use_callback as use_callback,
     )
+    from skyward.errors import AttachError as AttachError
     from skyward.errors import BootstrapTimeoutError as BootstrapTimeoutError
     from skyward.errors import CapacityError as CapacityError
     from skyward.errors import (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import cloudpickle
@@ -43,6 +43,7 @@ from skyward.providers.settings import ProviderSettings, settings_of, third_part
 from skyward.scaling import Nodes
 from skyward.transport import wire
 from skyward.transport.client import PoolClient
+from skyward.transport.handshake import NodeIdentity
 from skyward.transport.links import NodeInfo
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads
@@ -275,6 +276,45 @@ class Launcher:
             for handle, info in zip(fleet.handles, infos, strict=True):
                 fleet.report_bootstrap(handle, info)
         self._bake_if_asked(candidate, fleet)
+        return fleet
+
+    def reconnect(
+        self,
+        handles: Sequence[NodeHandle],
+        keys: PoolKeys,
+        answers_as: Mapping[int, str],
+        region: str,
+        port_map: Callable[[int, int], str] | None,
+        timeout: float,
+    ) -> Fleet:
+        """Connect to the running nodes of a kept pool (``sky.attach``): no provider call,
+        no new node; the same handshake (each agent must answer as its node, to this
+        client's key) and version check as at start. The fleet does not heal or resize:
+        replacing a node needs what the provider's ``prepare`` made in the process that
+        opened the pool (its firewall, its tunnels), which this one does not have."""
+        candidate = self.candidate
+        self.keys = keys
+        self.region = region
+        self.user_data = self._user_data_of(candidate)
+        fleet = self.fleet = Fleet(
+            spec=candidate.spec, driver=candidate.driver, provider_name=candidate.provider_name, region=region,
+            handles=handles, user_data=self.user_data, identities=None,
+            bootstrap_timeout=float(candidate.settings.bootstrap_timeout), emit=self._emit, active=self._active,
+        )  # fmt: skip
+        self.scaler = Scaler(fleet, None, Nodes(len(handles)), AutoscaleSettings(replace_lost=False))
+        pool_id = candidate.spec.pool_id
+        client = PoolClient(
+            [n.endpoint for n in handles], keys, fleet.on_node_message, rerun_lost=False,
+            on_node_lost=self.scaler.node_lost, wait_for_nodes=False, decoder=candidate.decoder, port_map=port_map,
+            wheels=self.wheels, identities=[NodeIdentity(pool_id, n.node, answers_as.get(n.node, "")) for n in handles],
+        )  # fmt: skip
+        self.client = client
+        fleet.attach(client)
+        infos = client.connect(timeout=timeout)
+        for node, info in zip(handles, infos, strict=True):
+            problem = version_mismatch(node.node, info, CLIENT_PYTHON, cloudpickle.__version__)
+            if problem is not None:
+                raise VersionMismatchError(problem)
         return fleet
 
     def _connect(

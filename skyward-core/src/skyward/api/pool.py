@@ -24,14 +24,16 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar, overload
 
+from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.api import failover
 from skyward.api.autoscale import AutoscaleSettings
 from skyward.api.compute import PendingBatch, PendingCompute
 from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet
-from skyward.api.kept.record import PoolStore, client_alive
-from skyward.api.kept.registration import Registration, keys_of, record_of
-from skyward.api.launcher import Launcher, make_candidates
+from skyward.api.kept.keeper import ATTACH_TIMEOUT, AttachTarget, Keeper, detach_notice, mapped_ports, with_display
+from skyward.api.kept.record import PoolStore
+from skyward.api.kept.stop import StopReport, stop_pool
+from skyward.api.launcher import Candidate, Launcher, make_candidates, result_decoder
 from skyward.api.node_changes import version_mismatch
 from skyward.api.options import AcceleratorChoice, EventHandler, NodesChoice, PoolOptions, SpotChoice
 from skyward.api.pool_events import PoolEvents
@@ -39,16 +41,29 @@ from skyward.api.progress import Progress
 from skyward.api.runner import Runner
 from skyward.api.spec import PoolSpec
 from skyward.cost import cost_final
-from skyward.errors import ConfigurationError, PoolClosedError, PoolTimeoutError
-from skyward.events import Error, Notice, PoolStarted, PoolStopping, SkywardEvent, TaskProgress
+from skyward.errors import AttachError, ConfigurationError, PoolClosedError, PoolTimeoutError, ProvisioningError
+from skyward.events import (
+    Error,
+    LogLine,
+    NodeAdded,
+    NodeRemoved,
+    Notice,
+    PoolStarted,
+    PoolStopping,
+    SkywardEvent,
+    TaskProgress,
+)
 from skyward.image import Image
+from skyward.plugins.registry import registry
 from skyward.providers.local import Local
 from skyward.providers.protocol import NodeHandle, ProviderDriver
+from skyward.providers.settings import settings_of
+from skyward.providers.sweeping import sweep_advice, sweep_installed
 from skyward.transport.client import PoolClient
 from skyward.transport.security import PoolKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream
 
-__all__ = ["ComputePool", "version_mismatch"]
+__all__ = ["ComputePool", "attach", "version_mismatch"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=SkywardEvent)
@@ -104,6 +119,18 @@ class ComputePool:
         chosen = failover.selection_of(selection)
         autoscale = AutoscaleSettings(autoscale_cooldown, autoscale_idle_timeout, replace_lost_nodes)
         candidates = make_candidates(Local() if provider is None else provider, options)
+        self._setup(candidates, chosen, on_event, autoscale)
+
+    def _setup(
+        self,
+        candidates: Sequence[Candidate],
+        chosen: failover.Selection,
+        on_event: EventHandler | None,
+        autoscale: AutoscaleSettings,
+        target: AttachTarget | None = None,
+    ) -> None:
+        """What every pool holds, whether it opens new nodes or attaches to kept ones."""
+        self._target = target  # the kept pool this one attaches to (None: it makes its own nodes)
         self._launcher = Launcher(candidates, chosen, self.emit, lambda: self._state == "active", autoscale)
         self._events = PoolEvents(self.spec.display, on_event)
         self._state_lock = threading.Lock()
@@ -113,8 +140,8 @@ class ComputePool:
         self._owner_pid = os.getpid()
         self._progress = Progress(self._emit_progress)
         self._runner = Runner(self._require_client, self._progress, self._broadcast_width)
-        self._store = PoolStore()
-        self._registration: Registration | None = None  # this pool's entry in the store, once open
+        self._keeper = Keeper(PoolStore())  # this pool's record in the skyward home
+        self._stop_report: StopReport | None = None  # what stopping an attached pool left, if anything
 
     # -- what the pool is ---------------------------------------------------------------
 
@@ -217,7 +244,8 @@ class ComputePool:
     # -- lifecycle ----------------------------------------------------------------------
 
     def __enter__(self) -> ComputePool:
-        self.open()
+        if not (self._target is not None and self._state == "active"):  # sky.attach returns it open
+            self.open()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -231,7 +259,10 @@ class ComputePool:
                 raise PoolClosedError(f"this pool was already opened (state: {self._state}); make a new ComputePool")
             self._state = "starting"
         try:
-            self._store.claim(self.spec.label, time.time(), client_alive)
+            if self._target is None:
+                self._keeper.claim(self.spec.label)
+            else:
+                self._keeper.reattached(self._target.record)  # AttachError when another client holds it
         except BaseException:
             with self._state_lock:
                 self._state = "stopped"
@@ -239,24 +270,70 @@ class ComputePool:
             raise
         self._events.start()
         try:
-            fleet = self._launcher.launch()
-            self._registration = Registration.register(
-                self._store,
-                record_of(self.spec, self.provider_name, self._launcher.region, fleet.handles, time.time()),
-                keys_of(self._keys, fleet.handles),
-                self.spec,
-            )
+            fleet = self._launch_or_reconnect()
         except BaseException:
             self._teardown_after_failure()
             raise
         with self._state_lock:
             self._state = "active"
-        fleet.start_timer(self.spec.timeout, self._on_timeout)
+        fleet.start_timer(self._time_left(), self._on_timeout)
         self.emit(PoolStarted())
-        fleet.watch(self._progress.flush_due)
+        fleet.watch(self._on_tick)
+        self.on(LogLine, self._keeper.log_line)
+        self.on((NodeAdded, NodeRemoved), lambda _event: self._record_nodes())
         scaler = self._launcher.scaler
         if scaler is not None:
             scaler.start()
+        if self.spec.kept and self._target is None:
+            advice = sweep_advice(self.provider_name, self.spec.provider, sweep_installed())
+            if advice is not None:
+                self.emit(Notice(message=advice))
+
+    def _launch_or_reconnect(self) -> Fleet:
+        """New nodes through the provider, or (attaching) a connection to the kept ones;
+        then the pool's record."""
+        target = self._target
+        if target is not None:
+            return self._launcher.reconnect(
+                target.handles(), target.pool_keys(), target.answers_as(), target.record.region, target.port_map(),
+                timeout=ATTACH_TIMEOUT,
+            )  # fmt: skip
+        fleet = self._launcher.launch()
+        self._keeper.opened(
+            self.spec, self.provider_name, self._launcher.region, fleet.handles, self._keys, self._answers_as(fleet),
+            self._ports(fleet),
+        )  # fmt: skip
+        return fleet
+
+    def _answers_as(self, fleet: Fleet) -> dict[int, str]:
+        user_data = self._launcher.user_data
+        return {h.node: user_data.identity(h.node).instance_id for h in fleet.handles}
+
+    def _ports(self, fleet: Fleet) -> dict[int, dict[int, str]]:
+        base, last = node_ports(DEFAULT_AGENT_PORT, self.spec.workers_per_node)
+        return mapped_ports(fleet.handles, fleet.port_map(), range(base, last + 1))
+
+    def _record_nodes(self) -> None:
+        fleet = self._launcher.fleet
+        if fleet is not None and self._target is None:
+            self._keeper.nodes_changed(
+                self.spec, fleet.handles, self._keys, self._answers_as(fleet), self._ports(fleet)
+            )
+
+    def _on_tick(self) -> None:
+        """The fleet's ticker: due progress, and the pool's status for ``skyward ls``."""
+        self._progress.flush_due()
+        client = self._launcher.client
+        if client is not None and self._state == "active":
+            load = client.load()
+            self._keeper.tick(load.running, load.queued)
+
+    def _time_left(self) -> float:
+        """Seconds until the pool's timeout: all of it for a new pool; what is left of the
+        kept pool's for an attached one (at least a moment, so its timer still fires)."""
+        if self._target is None:
+            return self.spec.timeout
+        return max(self._target.record.expires_at - time.time(), 0.1)
 
     def _on_timeout(self) -> None:
         error = PoolTimeoutError(
@@ -270,10 +347,61 @@ class ComputePool:
         """Stop the pool: idempotent, safe from any thread. Returns once the nodes are
         terminated and the provider's infrastructure removed, also when the teardown was
         started by someone else (the pool's timeout timer): a script that leaves
-        ``with`` never ends while its nodes still run."""
-        self._shutdown(PoolClosedError("the pool was closed while this task was outstanding"))
+        ``with`` never ends while its nodes still run.
 
-    def _shutdown(self, error: BaseException) -> None:
+        A kept pool (``keep_alive=``) is not stopped but detached: its nodes stay up
+        until no client has been attached for ``keep_alive`` seconds (``sky.attach``
+        reconnects; ``pool.stop()`` or ``skyward down NAME`` stops it)."""
+        error = PoolClosedError("the pool was closed while this task was outstanding")
+        self._shutdown(error, detach=self.spec.kept)
+
+    def stop(self) -> None:
+        """Stop the pool and its nodes, kept or not, attached or not (``close`` only
+        detaches from a kept pool). Returns once they are gone; raises
+        ``ProvisioningError`` naming what is left when something could not be stopped."""
+        self._shutdown(PoolClosedError("the pool was stopped while this task was outstanding"), detach=False)
+        report = self._stop_report
+        if report is not None and not report.ok:
+            raise ProvisioningError(f"pool {self.spec.label!r}: could not stop {'; '.join(report.left)}")
+
+    @classmethod
+    def attach(
+        cls,
+        name: str,
+        *,
+        display: str = "log",
+        on_event: EventHandler | None = None,
+        safe_results: bool | None = None,
+        allow_results: Sequence[str | type] = (),
+    ) -> ComputePool:
+        """Reconnect to the running nodes of kept pool ``name`` (opened with ``name=`` and
+        ``keep_alive=`` by any process of this user on this machine): an open pool that
+        runs work as any pool, with no new node. Leaving its ``with`` block (or
+        ``close()``) detaches again; ``stop()`` ends it. One client at a time: while
+        another holds the pool, attaching raises ``AttachError`` naming it; so does a
+        name with no kept pool, keys the nodes refuse, or nodes that stopped. An attached
+        pool does not replace a lost node or resize (that needs what the provider made
+        in the process that opened the pool): a lost node's tasks fail with
+        ``NodeLostError``."""
+        if on_event is not None and not callable(on_event):
+            raise ConfigurationError(f"sky.attach(on_event={on_event!r}): must be a callable taking an event")
+        target = AttachTarget.load(PoolStore(), name, time.time())
+        spec = with_display(target.spec, display)
+        plugin = registry.provider_for(spec.provider)
+        candidate = Candidate(
+            index=0, label=plugin.name, spec=spec, provider_name=plugin.name,
+            driver=plugin.create_driver(spec.provider), settings=settings_of(spec.provider), spot_notice=None,
+            decoder=result_decoder(spec.provider, safe_results, allow_results),
+        )  # fmt: skip
+        pool = cls.__new__(cls)
+        pool._setup([candidate], "first", on_event, AutoscaleSettings(replace_lost=False), target)
+        try:
+            pool.open()
+        except ProvisioningError as error:
+            raise AttachError(f"could not attach to pool {name!r}: {error}") from error
+        return pool
+
+    def _shutdown(self, error: BaseException, detach: bool = False) -> None:
         with self._state_lock:
             if self._state in ("stopped", "new"):
                 if self._state == "new":
@@ -291,21 +419,26 @@ class ComputePool:
                 self._stopped.wait()  # the timer's teardown (or another thread's) finishes first
             return
         try:
-            self._stop(error)
+            self._stop(error, detach)
         finally:
             self._stopped.set()
 
-    def _stop(self, error: BaseException) -> None:
+    def _stop(self, error: BaseException, detach: bool = False) -> None:
         fleet = self._launcher.fleet
         driver = self._driver
         if fleet is not None:
             fleet.stop_watching()
         if self._launcher.scaler is not None:
             self._launcher.scaler.stop()
+        if detach:
+            self._detach(error)
+            return
         self.emit(PoolStopping())
+        if self._target is not None:
+            self._stop_attached(error)
+            return
         try:
-            if self._registration is not None:
-                self._registration.end(kept=False)
+            self._keeper.leave(detach=False)
             if self._launcher.client is not None:
                 self._launcher.client.close(error)
         finally:
@@ -322,11 +455,44 @@ class ComputePool:
                     self.emit(cost_final([], 0.0, provider=self.provider_name, region=self._launcher.region))
                 self._events.finish()
 
+    def _detach(self, error: BaseException) -> None:
+        """Leave a kept pool's nodes running: recall what workers have not begun, close
+        this client without stopping the agents, say how to come back."""
+        try:
+            if self._launcher.client is not None:
+                self._launcher.client.close(error, stop_agents=False)
+        finally:
+            record = self._keeper.leave(detach=True)
+            if record is not None:
+                self.emit(Notice(message=detach_notice(record, time.time())))
+            self._events.finish()
+
+    def _stop_attached(self, error: BaseException) -> None:
+        """Stop a kept pool this client attached to: its agents are told to stop, then
+        ``stop_pool`` makes sure (Local processes, cloud resources by pool id), as
+        ``skyward down NAME`` does; the record goes once nothing is left."""
+        try:
+            if self._launcher.client is not None:
+                self._launcher.client.close(error)
+        finally:
+            record = self._keeper.let_go()
+            try:
+                if record is not None:
+                    self._stop_report = stop_pool(record.name, store=self._keeper.store)
+            finally:
+                self._events.finish()
+
     def _teardown_after_failure(self) -> None:
         with self._state_lock:
             self._state = "stopped"
         try:
-            self._launcher.teardown_after_failure()
+            if self._target is not None:  # attaching failed: the kept nodes stay as they were
+                if self._launcher.client is not None:
+                    self._launcher.client.close(PoolClosedError("attaching failed"), stop_agents=False)
+                self._keeper.leave(detach=True)
+            else:
+                self._keeper.leave(detach=False)
+                self._launcher.teardown_after_failure()
         finally:
             self._events.finish()
             self._stopped.set()
@@ -403,6 +569,20 @@ class ComputePool:
                        "not live now (joining, draining or being replaced)")
             )  # fmt: skip
         return self._runner.broadcast(pending)
+
+
+def attach(
+    name: str,
+    *,
+    display: str = "log",
+    on_event: EventHandler | None = None,
+    safe_results: bool | None = None,
+    allow_results: Sequence[str | type] = (),
+) -> ComputePool:
+    """Reconnect to kept pool ``name``: ``ComputePool.attach`` (see there)."""
+    return ComputePool.attach(
+        name, display=display, on_event=on_event, safe_results=safe_results, allow_results=allow_results
+    )
 
 
 _fork_generation = 0  # bumped in a forked child: a pool compares it without a syscall per call

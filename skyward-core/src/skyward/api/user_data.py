@@ -74,7 +74,9 @@ class NodeUserData:
         instance_id: str = "",
     ) -> str:
         spec = self._spec
-        grace = float(self._settings.grace_period)
+        # one rule on every node: stop when no client has been heard for the grace period;
+        # a kept pool's grace is its keep-alive, so its nodes outlive the client that left
+        grace = spec.keep_alive if spec.keep_alive is not None else float(self._settings.grace_period)
         # A cloud node partitions its own GPUs; a driver that maps devices itself (Local,
         # or a provider whose machines come partitioned) passes visible_devices instead.
         mig = spec.accelerator is not None and bool(spec.accelerator.mig) and not visible_devices

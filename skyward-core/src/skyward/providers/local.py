@@ -33,7 +33,7 @@ from skyward.events import (
 from skyward.image import BootstrapContext
 from skyward.providers.contexts import local_bootstrap_context
 from skyward.providers.local_gpus import assign_gpus, detect_gpus
-from skyward.providers.local_sweep import current_owner, sweep, write_owner
+from skyward.providers.local_sweep import Owner, add_keeper, current_owner, sweep, write_owner
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import ProviderSettings
 from skyward.providers.spec import PoolSpec
@@ -281,6 +281,9 @@ class LocalDriver(Provider[Local]):
                 start_new_session=True,  # its own process group: stopping the node kills the tree
             )
         node = _LocalNode(index, instance_id, process, log_path, slot)
+        if spec.kept:  # the node outlives this client: its run directory must too
+            with self._lock:
+                add_keeper(self.run_dir, Owner(process.pid, psutil.Process(process.pid).create_time()))
         with self._lock:
             self._nodes.append(node)
         emit(

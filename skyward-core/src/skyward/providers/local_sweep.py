@@ -26,6 +26,9 @@ RUN_DIR_PREFIX = "skyward-sky-"
 """``skyward-<pool id>-<random>``; pool ids start with ``sky-``."""
 
 OWNER_FILE = "owner.json"
+KEEPERS_FILE = "keepers.json"
+"""A kept pool's node processes, one ``{"pid", "started"}`` per node: its run directory
+stays while any of them runs, though the client that made it is gone."""
 
 UNOWNED_AGE_S = 24 * 3600.0
 """An unowned run directory untouched for a day belongs to no running pool: pools with
@@ -51,6 +54,7 @@ class RunDir:
     path: Path
     owner: Owner | None
     modified: float  # epoch seconds
+    keepers: tuple[Owner, ...] = ()  # a kept pool's node processes
 
 
 def current_owner() -> Owner:
@@ -69,6 +73,23 @@ def read_owner(run_dir: Path) -> Owner | None:
         return None
 
 
+def add_keeper(run_dir: Path, keeper: Owner) -> None:
+    """Record one more node process of a kept pool (the directory stays while it runs)."""
+    keepers = [*read_keepers(run_dir), keeper]
+    path = run_dir / KEEPERS_FILE
+    temporary = path.with_name("." + path.name)
+    temporary.write_text(json.dumps([{"pid": k.pid, "started": k.started} for k in keepers]))
+    temporary.replace(path)
+
+
+def read_keepers(run_dir: Path) -> tuple[Owner, ...]:
+    try:
+        data = json.loads((run_dir / KEEPERS_FILE).read_text())
+        return tuple(Owner(int(k["pid"]), float(k["started"])) for k in data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+
+
 def owner_alive(owner: Owner) -> bool:
     try:
         started = psutil.Process(owner.pid).create_time()
@@ -81,6 +102,8 @@ def owner_alive(owner: Owner) -> bool:
 
 def is_stale(run: RunDir, alive: Callable[[Owner], bool], now: float) -> bool:
     """Whether ``run`` belongs to no running client (pure: the caller supplies the checks)."""
+    if any(alive(keeper) for keeper in run.keepers):
+        return False  # a kept pool's node still runs: its sockets are here
     if run.owner is None:
         return now - run.modified > UNOWNED_AGE_S
     return not alive(run.owner)
@@ -101,7 +124,7 @@ def candidates(directory: Path, uid: int) -> Iterable[RunDir]:
             continue
         if not entry.is_dir() or entry.is_symlink() or info.st_uid != uid:
             continue
-        yield RunDir(entry, read_owner(entry), info.st_mtime)
+        yield RunDir(entry, read_owner(entry), info.st_mtime, read_keepers(entry))
 
 
 def sweep(

@@ -26,6 +26,7 @@ many nodes it needs.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -306,20 +307,26 @@ class PoolClient:
         if held is None:
             return
         links, loop = self._links, self._loop
-        if stop_agents and loop.running:
+        if loop.running:
+            sent = threading.Event()
 
             def recall_and_stop() -> None:
                 for key, ids in held.items():
                     worker = links.find_worker(key)
                     if ids and worker is not None and worker.socket is not None:
                         worker.socket.send(wire.pack_recall(ids))
-                for node in links.ordered():
-                    if not node.lost:
-                        node.socket.send(wire.STOP)
+                if stop_agents:
+                    for node in links.ordered():
+                        if not node.lost:
+                            node.socket.send(wire.STOP)
+                sent.set()
 
             loop.call_soon(recall_and_stop)
-            deadline = time.monotonic() + wait_for_logs
-            while time.monotonic() < deadline and not all(n.said_bye or n.lost for n in links.ordered()):
-                time.sleep(0.01)
+            if stop_agents:
+                deadline = time.monotonic() + wait_for_logs
+                while time.monotonic() < deadline and not all(n.said_bye or n.lost for n in links.ordered()):
+                    time.sleep(0.01)
+            else:  # a client detaching from a kept pool: its recalls go out, the agents stay
+                sent.wait(wait_for_logs)
         loop.stop()
-        links.context.destroy(linger=0)
+        links.context.destroy(linger=0 if stop_agents else 200)  # a detaching client's recalls still go out

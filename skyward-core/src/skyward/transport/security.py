@@ -16,6 +16,7 @@ users out, so CURVE's cost (it caps bulk throughput) is paid only where it buys 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import zmq
@@ -52,6 +53,15 @@ class PoolKeys:
         self.client = client or Keypair.generate()
         self._nodes: dict[int, Keypair] = {}
         self._lock = threading.Lock()
+
+    @staticmethod
+    def known(client: Keypair, node_public: Mapping[int, bytes]) -> PoolKeys:
+        """The keys of a pool that already runs, as a client that attaches to it holds
+        them: the client keypair and each node's public key (a client never needs a
+        node's secret: ``Keypair.secret`` is empty there)."""
+        keys = PoolKeys(client)
+        keys._nodes.update({index: Keypair(public, b"") for index, public in node_public.items()})
+        return keys
 
     def node(self, index: int) -> Keypair:
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:

@@ -74,6 +74,8 @@ class NodeRecord:
     ip: str | None = None
     private_ip: str | None = None
     hourly_price: float = 0.0
+    ports: dict[str, str] = field(default_factory=dict)  # container port -> endpoint, behind a port mapping
+    answers_as: str = ""  # the instance id its agent reports in the handshake ("" where its user-data named none)
     pid: int | None = None  # a Local node's bootstrap process (its process group), else None
     pid_started: float | None = None  # that process's start time (a recycled pid is not it)
 
@@ -243,6 +245,10 @@ class PoolStore:
             f"{len(record.nodes)} node(s)): attach to it with sky.attach({name!r}), stop it with "
             f"`skyward down {name}`, or pick another name"
         )
+
+    def write_keys(self, name: str, keys: KeptKeys) -> None:
+        """Rewrite ``keys.json`` (0600): a node was added or replaced with a key of its own."""
+        _write(self.path(name) / KEYS_FILE, keys.to_json().encode())
 
     def update(self, record: PoolRecord) -> None:
         """Rewrite ``pool.json`` (its nodes changed)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import cloudpickle
 import psutil
@@ -19,6 +19,10 @@ from skyward.api.kept.record import AttachLock, KeptKeys, NodeRecord, PoolRecord
 from skyward.providers.protocol import NodeHandle
 from skyward.providers.spec import PoolSpec
 from skyward.transport.security import PoolKeys
+
+OUTPUT_ROTATE_BYTES = 16 * 2**20
+"""Where ``output.log`` starts again (the older 16 MiB move to ``output.log.1``): a pool
+that prints a lot for days keeps at most 32 MiB of it on the client's disk."""
 
 STATUS_INTERVAL = 2.0
 """Seconds between two status writes: ``skyward ls`` is at most this stale, and a pool
@@ -32,12 +36,19 @@ def record_of(
     handles: Sequence[NodeHandle],
     created: float,
     transport: str = "",
+    answers_as: Mapping[int, str] | None = None,
+    started: Mapping[str, float] | None = None,
+    ports: Mapping[int, Mapping[int, str]] | None = None,
 ) -> PoolRecord:
-    """The record of a pool that runs ``handles`` (pure)."""
+    """The record of a pool that runs ``handles`` (pure): each node billed from
+    ``started[instance_id]``, or from ``created`` for a node not in it."""
     nodes = tuple(
         NodeRecord(
             node=h.node, instance_id=h.instance_id, endpoint=h.endpoint, instance_type=h.instance_type,
-            started=created, spot=h.spot, ip=h.ip, private_ip=h.private_ip, hourly_price=h.hourly_price,
+            started=(started or {}).get(h.instance_id, created), spot=h.spot, ip=h.ip, private_ip=h.private_ip,
+            hourly_price=h.hourly_price,
+            answers_as=(answers_as or {}).get(h.node, ""),
+            ports={str(port): where for port, where in (ports or {}).get(h.node, {}).items()},
         )
         for h in handles
     )  # fmt: skip
@@ -61,6 +72,16 @@ class Registration:
         self.record = record
         self._lock = lock
         self._last_status = 0.0
+        self._idle_since: float | None = time.time()
+        self._output_bytes: int | None = None
+
+    @staticmethod
+    def reattach(store: PoolStore, record: PoolRecord) -> Registration:
+        """Hold an existing kept pool's entry (``sky.attach``): its lock, then a status
+        saying who is attached (``AttachError`` when another client holds it)."""
+        registration = Registration(store, record, store.lock(record.name))
+        registration.write_status(0, 0, time.time(), force=True)
+        return registration
 
     @staticmethod
     def register(store: PoolStore, record: PoolRecord, keys: KeptKeys, spec: PoolSpec) -> Registration:
@@ -92,6 +113,47 @@ class Registration:
                 tasks_running=running, tasks_queued=queued, idle_since=idle_since, updated=now,
             ),
         )  # fmt: skip
+
+    def nodes_changed(self, record: PoolRecord, keys: KeptKeys) -> None:
+        """The pool's nodes changed (one added, removed or replaced): the record and the
+        keys say what an attaching client must now reach."""
+        self.record = record
+        self.store.write_keys(record.name, keys)
+        self.store.update(record)
+
+    def observe(self, running: int, queued: int) -> None:
+        """What the client runs now (called on the pool's ticker): tracks since when the
+        pool has had no task, and writes the status when it is due."""
+        busy = running + queued > 0
+        if busy:
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = time.time()
+        self.write_status(running, queued, self._idle_since)
+
+    def output(self, node: int, line: str) -> None:
+        """Append one node output line to the pool's output log (``skyward logs``); the log
+        is rotated once it passes ``OUTPUT_ROTATE_BYTES`` (one older generation kept)."""
+        path = self.store.output_path(self.record.name)
+        try:
+            if self._output_bytes is None:
+                self._output_bytes = path.stat().st_size if path.exists() else 0
+            if self._output_bytes > OUTPUT_ROTATE_BYTES:
+                path.replace(path.with_name(path.name + ".1"))
+                self._output_bytes = 0
+            data = f"[node {node}] {line}\n".encode(errors="replace")
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            self._output_bytes += len(data)
+        except OSError:
+            pass  # the record went (the pool is being stopped from outside): nothing to keep
+
+    def release(self) -> None:
+        """Let the attach lock go, leaving the record as it is (``stop_pool`` removes it)."""
+        self._lock.release()
 
     def end(self, *, kept: bool) -> None:
         """The client leaves: a kept pool's entry stays, saying when it left; any other goes."""

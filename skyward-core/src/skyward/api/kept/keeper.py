@@ -1,0 +1,219 @@
+"""The pool's side of the pool store: what ``ComputePool`` does for its record while it is
+open, and what ``sky.attach`` reads to reconnect.
+
+A pool claims its name before anything is made, registers once its nodes answered,
+writes its status on its ticker, appends its nodes' output, keeps the record current as
+nodes change, and at the end either removes its record (the pool stopped) or leaves it,
+saying when the client left (a kept pool detached). ``AttachTarget`` is the other
+direction: a kept pool's record, keys and spec, checked, for a new client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from skyward.api.kept.record import KeptKeys, PoolRecord, PoolStore, client_alive, is_over
+from skyward.api.kept.registration import Registration, keys_of, record_of
+from skyward.display import DISPLAY_MODES
+from skyward.errors import AttachError, ConfigurationError, ProvisioningError
+from skyward.events import LogLine
+from skyward.providers.protocol import NodeHandle
+from skyward.providers.spec import PoolSpec
+from skyward.transport.security import PoolKeys
+
+ATTACH_TIMEOUT = 10.0
+"""Seconds an attaching client waits for the kept nodes' handshake: they are up already
+and answer within a second; longer means they stopped, or refuse this client's key."""
+
+PortMap = Callable[[int, int], str]
+"""Where the client reaches a container port of a node behind a port mapping (``Fleet.port_map``)."""
+
+
+def mapped_ports(
+    handles: Sequence[NodeHandle], port_map: PortMap | None, ports: Sequence[int]
+) -> dict[int, dict[int, str]]:
+    """For a provider whose nodes sit behind a port mapping, each node's endpoint for each
+    of ``ports`` (what a client that attaches later cannot ask the provider's driver for:
+    the mapping was read when the nodes launched)."""
+    if port_map is None:
+        return {}
+    found: dict[int, dict[int, str]] = {}
+    for handle in handles:
+        for port in ports:
+            try:
+                found.setdefault(handle.node, {})[port] = port_map(handle.node, port)
+            except ProvisioningError:
+                continue
+    return found
+
+
+def with_display(spec: PoolSpec, display: str) -> PoolSpec:
+    """The kept pool's spec, shown the way the attaching client asked."""
+    if not isinstance(display, str) or display not in DISPLAY_MODES:
+        raise ConfigurationError(
+            f"sky.attach(display={display!r}): unknown display mode; use one of {', '.join(map(repr, DISPLAY_MODES))}"
+        )
+    return dataclasses.replace(spec, display=display)
+
+
+def detach_notice(record: PoolRecord, now: float) -> str:
+    """What a kept pool says as its client leaves (pure)."""
+    assert record.keep_alive is not None
+    ends = min(now + record.keep_alive, record.expires_at)
+    until = time.strftime("%H:%M:%S", time.localtime(ends))
+    return (
+        f"pool {record.name!r} is kept: its {len(record.nodes)} node(s) stay up until no client has been attached "
+        f"for {record.keep_alive:g} s (about {until}, its timeout at the latest); sky.attach({record.name!r}) "
+        f"reconnects, `skyward down {record.name}` stops it"
+    )
+
+
+class Keeper:
+    """An open pool's record (see the module); ``store`` is injected for tests."""
+
+    def __init__(self, store: PoolStore | None = None) -> None:
+        self.store = store or PoolStore()
+        self.registration: Registration | None = None
+
+    def claim(self, name: str) -> None:
+        """Before anything is made: the name is free (a record of an ended pool is removed)."""
+        self.store.claim(name, time.time(), client_alive)
+
+    def opened(
+        self,
+        spec: PoolSpec,
+        provider: str,
+        region: str,
+        handles: Sequence[NodeHandle],
+        keys: PoolKeys,
+        answers_as: Mapping[int, str],
+        ports: Mapping[int, Mapping[int, str]],
+    ) -> None:
+        """The pool opened on ``handles``: record it and hold its lock."""
+        record = record_of(spec, provider, region, handles, time.time(), answers_as=answers_as, ports=ports)
+        self.registration = Registration.register(self.store, record, keys_of(keys, handles), spec)
+
+    def reattached(self, record: PoolRecord) -> None:
+        """An attached client holds the kept pool's record from now on."""
+        self.registration = Registration.reattach(self.store, record)
+
+    def nodes_changed(
+        self,
+        spec: PoolSpec,
+        handles: Sequence[NodeHandle],
+        keys: PoolKeys,
+        answers_as: Mapping[int, str],
+        ports: Mapping[int, Mapping[int, str]],
+    ) -> None:
+        """A node joined, left or was replaced: the record follows (a node keeps its start)."""
+        registration = self.registration
+        if registration is None:
+            return
+        before = registration.record
+        started = {n.instance_id: n.started for n in before.nodes}
+        record = record_of(
+            spec, before.provider, before.region, handles, before.created, answers_as=answers_as, started=started,
+            ports=ports,
+        )  # fmt: skip
+        registration.nodes_changed(record, keys_of(keys, handles))
+
+    def tick(self, running: int, queued: int) -> None:
+        if self.registration is not None:
+            self.registration.observe(running, queued)
+
+    def log_line(self, event: LogLine) -> None:
+        if self.registration is not None:
+            self.registration.output(event.node, event.line)
+
+    def leave(self, *, detach: bool) -> PoolRecord | None:
+        """The client leaves: detached (the record stays, saying when) or stopped (it goes).
+        Returns the record it held."""
+        registration, self.registration = self.registration, None
+        if registration is None:
+            return None
+        registration.end(kept=detach)
+        return registration.record
+
+    def let_go(self) -> PoolRecord | None:
+        """Release the lock and leave the record for ``stop_pool`` to remove once it verified."""
+        registration, self.registration = self.registration, None
+        if registration is None:
+            return None
+        registration.release()
+        return registration.record
+
+
+@dataclass(frozen=True, slots=True)
+class AttachTarget:
+    """A kept pool as a new client finds it: record, keys and the spec it runs with."""
+
+    record: PoolRecord
+    keys: KeptKeys
+    spec: PoolSpec
+
+    @staticmethod
+    def load(store: PoolStore, name: str, now: float) -> AttachTarget:
+        """Pool ``name``'s target; ``AttachError`` for a pool that is not kept, has ended
+        (its record is then removed) or whose files are missing or unreadable."""
+        if not isinstance(name, str) or not name:
+            raise AttachError(f"sky.attach(name={name!r}): give the name of a kept pool (`skyward ls` lists them)")
+        record = store.record(name)
+        if not record.kept:
+            raise AttachError(
+                f"pool {name!r} is not kept: it ends with the client that opened it; open it with "
+                "ComputePool(name=..., keep_alive=seconds) to attach to it from another process"
+            )
+        status = store.status(name)
+        if is_over(record, status, now, status is not None and client_alive(status)):
+            store.remove(name)
+            raise AttachError(
+                f"pool {name!r} has ended: no client was attached for its keep-alive of {record.keep_alive:g} s "
+                "(or its timeout passed), so its nodes stopped themselves; open a new pool"
+            )
+        keys = store.keys(name)
+        try:
+            spec = pickle.loads(store.spec_bytes(name))  # this user's own 0600 file
+        except AttachError:
+            raise
+        except Exception as error:
+            raise AttachError(f"the saved spec of pool {name!r} cannot be read here: {error}") from None
+        if not isinstance(spec, PoolSpec):
+            raise AttachError(f"the saved spec of pool {name!r} is not a pool spec")
+        missing = sorted({n.node for n in record.nodes} - set(keys.node_public))
+        if missing:
+            raise AttachError(f"the keys of pool {name!r} lack node(s) {missing}: they are not this pool's keys")
+        return AttachTarget(record, keys, spec)
+
+    def handles(self) -> list[NodeHandle]:
+        """The recorded nodes as the handles their provider gave (prices, addresses)."""
+        return [
+            NodeHandle(
+                node=n.node, instance_id=n.instance_id, endpoint=n.endpoint, instance_type=n.instance_type,
+                spot=n.spot, ip=n.ip, private_ip=n.private_ip, price_on_demand=n.hourly_price,
+            )
+            for n in self.record.nodes
+        ]  # fmt: skip
+
+    def pool_keys(self) -> PoolKeys:
+        return PoolKeys.known(self.keys.client, self.keys.node_public)
+
+    def answers_as(self) -> dict[int, str]:
+        return {n.node: n.answers_as for n in self.record.nodes}
+
+    def port_map(self) -> PortMap | None:
+        """The recorded port mappings as a ``Fleet.port_map`` (None where there are none)."""
+        recorded = {n.node: n.ports for n in self.record.nodes if n.ports}
+        if not recorded:
+            return None
+
+        def lookup(node: int, port: int) -> str:
+            where = recorded.get(node, {}).get(str(port))
+            if where is None:
+                raise ProvisioningError(f"node {node} of pool {self.record.name!r} recorded no mapping for port {port}")
+            return where
+
+        return lookup
