@@ -132,6 +132,12 @@ class BootstrapTimeoutError(LaunchTimeoutError):
     reason = "bootstrap timeout"
 
 
+class KeyRefusedError(BootstrapTimeoutError):
+    """A node did not answer in time, and something at its address refused the client's
+    CURVE key meanwhile: another agent listens there, or (``sky.attach``) the client holds
+    keys that are not the ones the node was started with."""
+
+
 class NoCandidateError(ProvisioningError):
     """Every candidate of a pool failed for a reason another candidate could have fixed.
     ``failures`` holds, in the order they were tried, each candidate's label and error."""

@@ -41,7 +41,15 @@ from skyward.api.progress import Progress
 from skyward.api.runner import Runner
 from skyward.api.spec import PoolSpec
 from skyward.cost import cost_final
-from skyward.errors import AttachError, ConfigurationError, PoolClosedError, PoolTimeoutError, ProvisioningError
+from skyward.errors import (
+    AttachError,
+    BootstrapTimeoutError,
+    ConfigurationError,
+    KeyRefusedError,
+    PoolClosedError,
+    PoolTimeoutError,
+    ProvisioningError,
+)
 from skyward.events import (
     Error,
     LogLine,
@@ -397,6 +405,17 @@ class ComputePool:
         pool._setup([candidate], "first", on_event, AutoscaleSettings(replace_lost=False), target)
         try:
             pool.open()
+        except KeyRefusedError:
+            raise AttachError(
+                f"the nodes of pool {name!r} refused this client's key: the keys in {pool._keeper.store.path(name)} "
+                "are not the ones its nodes were started with (only the client that opened it wrote them); stop it "
+                f"with `skyward down {name}` from there, or let its keep-alive end it"
+            ) from None
+        except BootstrapTimeoutError:
+            raise AttachError(
+                f"no node of pool {name!r} answered within {ATTACH_TIMEOUT:g} s: its nodes have likely stopped "
+                f"(its keep-alive or timeout passed); `skyward down {name}` removes what is left"
+            ) from None
         except ProvisioningError as error:
             raise AttachError(f"could not attach to pool {name!r}: {error}") from error
         return pool

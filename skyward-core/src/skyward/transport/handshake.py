@@ -38,7 +38,13 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from skyward.errors import BootstrapTimeoutError, NodeIdentityError, ProvisioningError, WheelRefusedError
+from skyward.errors import (
+    BootstrapTimeoutError,
+    KeyRefusedError,
+    NodeIdentityError,
+    ProvisioningError,
+    WheelRefusedError,
+)
 from skyward.transport import wire
 from skyward.wheels import loader, stage
 
@@ -191,12 +197,19 @@ def _hello(
         now = clock()
         if now > deadline:
             silent = [i for i, info in enumerate(infos) if info is None]
-            raise BootstrapTimeoutError(describe(silent) + refusal_note([refusals[i] for i in silent]))
+            refused = [refusals[i] for i in silent]
+            error = KeyRefusedError if any(refused) else BootstrapTimeoutError
+            raise error(describe(silent) + refusal_note(refused))
         if now - last_hello >= HELLO_INTERVAL:
             last_hello = now
             for sock, info in zip(sockets, infos, strict=True):
                 if info is None:
-                    sock.send(wire.HELLO)
+                    try:
+                        sock.send(wire.HELLO, zmq.NOBLOCK)
+                    except zmq.Again:
+                        # no connection to queue it on: the node refused this client's key
+                        # (an auth failure is final, zmq does not reconnect); the deadline says so
+                        pass
         for ready, _ in poller.poll(50):
             if ready in monitors:
                 refusals[monitors.index(ready)] += _handshake_failures(ready)
