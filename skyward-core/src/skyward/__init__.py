@@ -29,6 +29,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "Offer": "skyward.offer_table",
     "OfferTable": "skyward.offer_table",
     "Image": "skyward.image",
+    "Secret": "skyward.secrets",
     "Nodes": "skyward.scaling",
     "Local": "skyward.providers.local",
     # worker-side helpers
@@ -289,6 +290,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
         DistributedSampler as DistributedSampler,
     )
     from skyward.scaling import Nodes as Nodes
+    from skyward.secrets import Secret as Secret
     from skyward.sharding import (
         shard as shard,
     )

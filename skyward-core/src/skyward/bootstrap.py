@@ -274,7 +274,6 @@ SKYWARD_CHECK"""
 
 def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
     home = ctx.home or "$HOME/.skyward"
-    env_lines = "\n".join(f"export {k}={_q(v)}" for k, v in image.env.items())
     # The agent's config (with the node's server secret) goes on its stdin, never into its
     # environment: see skyward.agent.config.
     agent_config = ctx.agent_env.get(ENV_VAR)
@@ -329,7 +328,8 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
             'shutdown -h now "skyward: the agent exited" >/dev/null 2>&1 || poweroff'
         )
     agent_env += f"\nexport {STEPS_ENV}"
-    parts.append(_section("server", f"{_check(image)}\n{env_lines}\n{agent_env}\n{run_agent}"))
+    # image.env is not here: it reaches the workers after the handshake (skyward.secrets)
+    parts.append(_section("server", f"{_check(image)}\n{agent_env}\n{run_agent}"))
     return "\n".join(parts) + "\n"
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from skyward.bootstrap import CLIENT_PYTHON, render_bootstrap
 from skyward.errors import ConfigurationError
+from skyward.secrets import EnvValue, Secret
 
 if TYPE_CHECKING:
     from skyward.wheels.cache import LocalWheel
@@ -67,8 +68,11 @@ class Image:
     """An extra package index for ``pip`` (a PyTorch CUDA wheel index, a private index), or ``None``."""
     apt: Sequence[str] = ()
     """System packages installed on cloud nodes; on Local they are checked to be installed, never installed."""
-    env: Mapping[str, str] = field(default_factory=dict)
-    """Environment variables every worker starts with (``ComputePool(env=...)`` adds to them)."""
+    env: Mapping[str, EnvValue] = field(default_factory=dict)
+    """Environment variables of every worker (``ComputePool(env=...)`` adds to them); a value
+    may be a ``skyward.Secret``. They reach a node only after the handshake, over the pool's
+    encrypted channel, into the workers' ``os.environ`` before their first task: never into
+    user-data, the bootstrap script or the environment cache key (see skyward.secrets)."""
     bake: bool = False
     """Save a bootstrapped node as a machine image and start later pools of this image from it (AWS; opt-in,
     since the image bills for its storage)."""
@@ -90,10 +94,10 @@ class Image:
         if not isinstance(self.env, Mapping):
             raise ConfigurationError(f"Image(env=...) takes a dict of strings, got {self.env!r}")
         for key, value in self.env.items():
-            if not isinstance(key, str) or not _ENV_KEY_RE.match(key) or not isinstance(value, str):
+            if not isinstance(key, str) or not _ENV_KEY_RE.match(key) or not isinstance(value, str | Secret):
                 raise ConfigurationError(
                     f"Image(env=...): {key!r}={value!r} is not a valid environment variable "
-                    "(names are letters, digits and _, values are strings)"
+                    "(names are letters, digits and _, values are strings or skyward.Secret)"
                 )
         object.__setattr__(self, "env", dict(sorted(self.env.items())))
         if self.pip_extra_index_url is not None and (
@@ -112,21 +116,26 @@ class Image:
         merged = tuple(dict.fromkeys((*self.pip, *_as_tuple(packages, "pip"))))
         return Image(self.python, merged, self.pip_extra_index_url, self.apt, self.env, self.bake)
 
-    def with_env(self, env: Mapping[str, str] | None = None, /, **more: str) -> Image:
+    def with_env(self, env: Mapping[str, EnvValue] | None = None, /, **more: EnvValue) -> Image:
         """A copy with more environment variables (``env`` first, then ``more``); the
         mapping form takes any key, so a bad one is refused by name, not by Python."""
         merged = {**self.env, **(env or {}), **more}
         return Image(self.python, self.pip, self.pip_extra_index_url, self.apt, merged, self.bake)
 
     def content_hash(self) -> str:
-        """12 hex characters identifying the environment; stable across runs and machines."""
+        """12 hex characters identifying the environment; stable across runs and machines.
+
+        ``env`` is not part of it: the environment build (apt, uv, pip) never reads it (the
+        values reach the workers after the handshake), so a changed or rotated value, a
+        secret above all, reuses the built environment and a baked image instead of
+        rebuilding them, and no value is derivable from the key.
+        """
         canonical = json.dumps(
             {
                 "python": self.python,
                 "pip": list(self.pip),
                 "pip_extra_index_url": self.pip_extra_index_url,
                 "apt": sorted(self.apt),
-                "env": dict(self.env),
             },
             sort_keys=True,
             separators=(",", ":"),

@@ -256,20 +256,24 @@ class Worker:
                     return
 
     def _await_cluster(self) -> bool:
-        """Handle control messages until the cluster info has arrived; False on STOP."""
+        """Handle control messages until the cluster info has arrived; False on STOP.
+
+        No task runs before it: it carries the pool's env (secrets among them), and a task
+        that read a missing ``HF_TOKEN`` would fail, or worse, run unauthenticated. A client
+        that never sends it is gone, and the agent stops this worker then (its grace)."""
         deadline = time.monotonic() + _CLUSTER_WAIT_SECONDS
+        warned = False
         while not self.cluster_known:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
+            if remaining_ms <= 0 and not warned:
                 print(
                     f"skyward worker: no cluster information after {_CLUSTER_WAIT_SECONDS:g} s; "
-                    "running tasks with the start-up values",
+                    "tasks wait for it (it carries the pool's env)",
                     file=sys.stderr,
                     flush=True,
                 )
-                self.cluster_known = True
-                break
-            if self.control.poll(remaining_ms) and not self._on_control():
+                warned = True
+            if self.control.poll(max(remaining_ms, 1000)) and not self._on_control():
                 return False
         return True
 
@@ -278,7 +282,11 @@ class Worker:
         if frames[0] == wire.STOP:
             return False
         if frames[0] == wire.CLUSTER:
-            self.info = dataclasses.replace(self.info, **wire.decode_json(frames[1]))
+            cluster = wire.decode_json(frames[1])
+            # Image/ComputePool env: only here, in memory, never in this process's start-up
+            # environment (readable in /proc/<pid>/environ) nor on disk (skyward.secrets)
+            os.environ.update(cluster.pop("env", {}))
+            self.info = dataclasses.replace(self.info, **cluster)
             set_instance_info(self.info)
             self.cluster_known = True
         return True

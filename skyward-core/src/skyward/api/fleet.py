@@ -42,6 +42,7 @@ from skyward.providers.protocol import (
     SpotReplacement,
     UserDataFactory,
 )
+from skyward.secrets import redact, secret_values
 from skyward.transport import wire
 from skyward.transport.handshake import NodeIdentity
 from skyward.transport.links import NodeInfo
@@ -153,6 +154,7 @@ class Fleet:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._spec = spec
+        self._secrets = secret_values(spec.image.env)  # redacted from what nodes forward
         self._driver = driver
         self._identities = identities  # None: replacements keep their node's key, unchecked
         self._provider_name = provider_name
@@ -353,7 +355,8 @@ class Fleet:
             return  # it left the fleet; a last line still in flight
         handle = self._state.member(node).addressed
         if kind == wire.LOG:
-            for line in payload["lines"]:
+            for raw in payload["lines"]:
+                line = redact(raw, self._secrets)
                 self._emit(LogLine(node=node, instance_id=handle.instance_id, line=line, timestamp=payload["ts"]))
         elif kind == wire.METRICS:
             self._emit(Metrics(instance_id=handle.instance_id, node=node, **payload))
@@ -366,7 +369,8 @@ class Fleet:
             elif notice == NoticeKind.REBALANCE:
                 self._emit(Notice(message=f"node {node} ({handle.instance_id}): {payload.get('message')}"))
             else:
-                self._emit(Error(message=str(payload.get("message")), instance_id=handle.instance_id))
+                message = redact(str(payload.get("message")), self._secrets)
+                self._emit(Error(message=message, instance_id=handle.instance_id))
 
     # -- changing the fleet -----------------------------------------------------------------
 

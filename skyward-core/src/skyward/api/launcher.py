@@ -41,6 +41,7 @@ from skyward.providers.baking import Bakes
 from skyward.providers.protocol import ElasticNodes, EventSink, NodeHandle, ProviderDriver, SpotMarket, VolumeMounts
 from skyward.providers.settings import ProviderSettings, settings_of, third_party_hosts
 from skyward.scaling import Nodes
+from skyward.secrets import resolve_env
 from skyward.transport import wire
 from skyward.transport.client import PoolClient
 from skyward.transport.handshake import NodeIdentity
@@ -348,6 +349,8 @@ class Launcher:
             "head_port": self._head_port,
             "total_nodes": len(launched),
             "job_id": candidate.spec.pool_id,
+            # the workers' env travels here only, under CURVE (see skyward.secrets)
+            "env": resolve_env(candidate.spec.image.env),
         }
         frames = [wire.CLUSTER, wire.encode_json(cluster)]
         fleet.set_cluster(frames)

@@ -265,21 +265,24 @@ class LocalDriver(Provider[Local]):
         script = user_data(
             index, bind, context, run_dir=str(self.run_dir), visible_devices=list(devices), instance_id=instance_id
         )
-        script_path = self.run_dir / f"{stem}.sh"
-        script_path.write_text(script)
-        script_path.chmod(0o700)
         work_dir = self.run_dir / stem
         work_dir.mkdir(mode=0o700)
         log_path = self.run_dir / f"{stem}.log"
         with open(log_path, "wb") as log:
+            # The script (the node's CURVE server secret in it) goes on bash's stdin, never
+            # into a file: tasks run as this user beside the run dir and could read one.
+            # Bash reads a pipe a byte at a time, and the agent's stdin is the here-document
+            # holding its config, so no worker inherits the rest of the script.
             process = subprocess.Popen(
-                ["bash", str(script_path)],
+                ["bash", "-s"],
                 cwd=work_dir,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 start_new_session=True,  # its own process group: stopping the node kills the tree
             )
+        # a thread: bash reads on as it runs the steps (the environment build takes minutes)
+        threading.Thread(target=_feed, args=(process, script), daemon=True).start()
         node = _LocalNode(index, instance_id, process, log_path, slot)
         if spec.kept:  # the node outlives this client: its run directory must too
             with self._lock:
@@ -390,4 +393,16 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
     try:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _feed(process: subprocess.Popen[bytes], script: str) -> None:
+    """Write a node's bootstrap script to its bash's stdin and close it; a bash that
+    exited early (a failed step) leaves the rest unread, which is not an error here: the
+    node's log says why it stopped."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write(script.encode())
+        process.stdin.close()
+    except (OSError, ValueError):
         pass
