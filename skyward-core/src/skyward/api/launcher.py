@@ -27,6 +27,7 @@ from skyward.api.candidate_prices import candidate_price
 from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet
 from skyward.api.fleet_state import FleetState
+from skyward.api.kept.registration import saved_spec
 from skyward.api.node_changes import NodeChanges, open_when_ready, version_mismatch
 from skyward.api.options import PoolOptions
 from skyward.api.scaler import Scaler, client_healing
@@ -98,7 +99,7 @@ def kept_rules(provider_name: str, spec: PoolSpec) -> None:
     """A kept pool's spec (its provider configuration and image) is saved for the clients
     that attach later: it must pickle."""
     try:
-        cloudpickle.dumps(spec)
+        saved_spec(spec)
     except Exception as error:
         raise ConfigurationError(
             f"ComputePool(keep_alive={spec.keep_alive:g}): the {provider_name} configuration cannot be saved for "

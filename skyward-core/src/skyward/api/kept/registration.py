@@ -8,6 +8,7 @@ which case the client only says when it left and lets the lock go.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -59,6 +60,14 @@ def record_of(
     )  # fmt: skip
 
 
+def saved_spec(spec: PoolSpec) -> bytes:
+    """The spec an attaching client runs with, pickled, without the image's env: the nodes
+    got it over the channel when they started and keep it, so no value (a ``sky.Secret``
+    among them) is copied onto the client's disk."""
+    data: bytes = cloudpickle.dumps(dataclasses.replace(spec, image=dataclasses.replace(spec.image, env={})))
+    return data
+
+
 def keys_of(keys: PoolKeys, handles: Sequence[NodeHandle]) -> KeptKeys:
     """The client keypair and the public key of each of ``handles``' nodes."""
     return KeptKeys(keys.client, {h.node: keys.node(h.node).public for h in handles})
@@ -88,7 +97,7 @@ class Registration:
         """Create the pool's entry and take its lock (``AttachError`` if the name is taken)."""
         # only a kept pool is attached to later: another pool's config need not pickle (a
         # test's injected session holds locks), and its spec is not worth the write
-        store.create(record, keys, cloudpickle.dumps(spec) if spec.kept else b"")
+        store.create(record, keys, saved_spec(spec) if spec.kept else b"")
         try:
             lock = store.lock(record.name)
         except BaseException:
