@@ -26,6 +26,16 @@ def slow(seconds: float, marker: str = "") -> str:
 
 
 @sky.compute
+def slow_marked_by_pid(directory: str) -> str:
+    try:
+        time.sleep(30)
+    except KeyboardInterrupt:
+        Path(directory, f"marker-{os.getpid()}").write_text("interrupted")
+        raise
+    return "slow"
+
+
+@sky.compute
 def double(x: int) -> int:
     return 2 * x
 
@@ -64,3 +74,30 @@ def test_an_interrupted_gather_drops_its_queued_tasks_and_the_pool_runs_the_next
         timer.join()
         # the two queued behind the first never start: this one runs once the first ends
         assert double(5) >> pool == 10
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_an_interrupted_gather_interrupts_its_running_tasks_on_every_worker(tmp_path: Path) -> None:
+    markers = [tmp_path / f"marker-{i}" for i in range(2)]
+    # two nodes, one worker each: both tasks run when the interrupt comes
+    with sky.ComputePool(provider=sky.Local(), nodes=2, concurrency=1, display="quiet") as pool:
+        assert sky.gather(double(1), double(2)) >> pool == (2, 4)
+        timer = _interrupt_soon(1.0)
+        with pytest.raises(KeyboardInterrupt):
+            sky.gather(*(slow(30, str(m)) for m in markers)) >> pool
+        timer.join()
+        # each worker is free again: were a slow task still running, this gather would wait for it
+        assert sky.gather(double(3), double(4)) >> pool == (6, 8)
+        assert [m.read_text() for m in markers] == ["interrupted", "interrupted"]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_an_interrupted_broadcast_interrupts_its_task_on_every_worker(tmp_path: Path) -> None:
+    with sky.ComputePool(provider=sky.Local(), nodes=2, concurrency=1, display="quiet") as pool:
+        timer = _interrupt_soon(1.0)
+        with pytest.raises(KeyboardInterrupt):
+            slow_marked_by_pid(str(tmp_path)) @ pool
+        timer.join()
+        assert double(7) @ pool == (14, 14)
+        assert sorted(p.read_text() for p in tmp_path.iterdir()) == ["interrupted", "interrupted"]
+

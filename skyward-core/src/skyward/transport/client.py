@@ -226,12 +226,14 @@ class PoolClient:
         batch = BatchResult(len(payloads), on_finish)
         ids = self._ledger.enqueue(payloads, batch.slots(), None, retries=retries)
         batch.on_abandon = lambda: self.abandon([ids[i] for i in batch.unfinished()])
+        batch.on_interrupt = lambda: self.abandon([ids[i] for i in batch.unfinished()], interrupt=True)
         self._loop.nudge()
         return batch
 
-    def abandon(self, task_ids: Sequence[int]) -> None:
-        """Nobody wants these results any more: drop what is queued, recall what was sent."""
-        self._loop.call_soon(lambda: self._ledger.abandon(task_ids))
+    def abandon(self, task_ids: Sequence[int], interrupt: bool = False) -> None:
+        """Nobody wants these results any more: drop what is queued, recall what was sent
+        (``interrupt``: the caller was interrupted, so what runs is interrupted too)."""
+        self._loop.call_soon(lambda: self._ledger.abandon(task_ids, interrupt))
 
     def abandon_futures(self, futures: Sequence[Future[Any]]) -> None:
         """Nobody wants these futures' results (joblib's ``abort_everything``): those still

@@ -43,6 +43,7 @@ class BatchResult:
         self._changed = threading.Event()
         self._on_finish = on_finish  # called with failed=True/False as each task ends
         self.on_abandon: Callable[[], None] | None = None  # set by the client: recall the rest
+        self.on_interrupt: Callable[[], None] | None = None  # set by the client: interrupt the rest
         if size == 0:
             self._changed.set()
 
@@ -84,6 +85,11 @@ class BatchResult:
                     elif self._remaining == 0:
                         return tuple(self.results)
                     self._changed.clear()
+        except KeyboardInterrupt:  # the caller was interrupted: what runs stops too
+            self._cancelled = True
+            if self.on_interrupt is not None:
+                self.on_interrupt()
+            raise
         except BaseException:
             self._cancelled = True
             if self.on_abandon is not None:

@@ -160,12 +160,32 @@ class DirectPath:
         task_frames = wire.encode_task(bytes(frames[0]), bytes(frames[1]), frames[2:])
         poller = zmq.Poller()
         pending: dict[int, int] = {}  # task id -> position
+        sockets: list[zmq.Socket[bytes]] = []
         for position, worker in enumerate(workers):
             sock = self._socket(worker)
+            sockets.append(sock)
             task_id = self._ledger.next_id()
             wire.send_frames(sock, wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames]))
             pending[task_id] = position
             poller.register(sock, zmq.POLLIN)
+        try:
+            return self._collect_on_all(poller, pending, workers, generations)
+        except KeyboardInterrupt:
+            # the caller was interrupted: every worker drops or interrupts its copy, as for >>
+            for task_id, position in pending.items():
+                with contextlib.suppress(zmq.ZMQError):
+                    sockets[position].send(wire.pack_cancel(task_id), zmq.NOBLOCK)
+            raise
+
+    def _collect_on_all(
+        self,
+        poller: zmq.Poller,
+        pending: dict[int, int],
+        workers: list[WorkerLink],
+        generations: list[int],
+    ) -> list[Any]:
+        """The results of a task sent to each of ``workers`` (``pending``: task id ->
+        position, emptied as they answer)."""
         results: list[Any] = [None] * len(workers)
         errors: dict[int, BaseException] = {}
         while pending:

@@ -142,6 +142,7 @@ class Dispatcher:
         self._draining: set[int] = set()
         self._durations: dict[bytes, float] = {}
         self._recalls: dict[WorkerKey, list[int]] = {}
+        self._cancels: dict[WorkerKey, list[int]] = {}  # tasks to interrupt where they run
         self._idle_since: dict[int, float] = {}  # live nodes with nothing to do, since when
         self._maybe_idle: set[int] = set()  # nodes whose load fell: stamped at the next assign
         for node, count in enumerate(workers_per_node):
@@ -156,6 +157,7 @@ class Dispatcher:
         for key in self._nodes.get(node, []):
             old = self._workers.pop(key)
             self._recalls.pop(key, None)
+            self._cancels.pop(key, None)
             for task_id in [*old.inflight, *old.targeted]:
                 if self._tasks.pop(task_id, None) is not None:
                     orphans.append(task_id)
@@ -179,6 +181,7 @@ class Dispatcher:
         for key in self._nodes.pop(node, []):
             old = self._workers.pop(key)
             self._recalls.pop(key, None)
+            self._cancels.pop(key, None)
             for task_id in [*old.inflight, *old.targeted]:
                 task = self._tasks.get(task_id)
                 if task is None:
@@ -249,6 +252,7 @@ class Dispatcher:
             worker.inflight.clear()
             worker.targeted.clear()
             self._recalls.pop(key, None)
+            self._cancels.pop(key, None)
         self._queue.extendleft(reversed(again))
         return failures + self._fail_if_none_left(reason)
 
@@ -369,7 +373,10 @@ class Dispatcher:
             self._workers[target].targeted.append(task_id)
         return None
 
-    def cancel(self, task_id: int) -> CancelOutcome:
+    def cancel(self, task_id: int, interrupt: bool = False) -> CancelOutcome:
+        """Nobody wants ``task_id``: dropped if no worker has it, else recalled from its
+        worker (it never starts there); with ``interrupt`` (the caller was interrupted) a
+        task that already runs is interrupted too (a CANCEL instead of a RECALL)."""
         task = self._tasks.get(task_id)
         if task is None:
             return CancelOutcome.UNKNOWN
@@ -378,12 +385,17 @@ class Dispatcher:
             return CancelOutcome.DROPPED
         if not task.abandoned:
             task.abandoned = True
-            self._recalls.setdefault(task.where, []).append(task_id)
+            (self._cancels if interrupt else self._recalls).setdefault(task.where, []).append(task_id)
         return CancelOutcome.RECALLING
 
     def recalls(self) -> dict[WorkerKey, list[int]]:
         """RECALL messages to send now (worker -> task ids); each is handed out once."""
         out, self._recalls = self._recalls, {}
+        return out
+
+    def cancels(self) -> dict[WorkerKey, list[int]]:
+        """CANCEL messages to send now (worker -> task ids: one message each); handed out once."""
+        out, self._cancels = self._cancels, {}
         return out
 
     def window(self, key: WorkerKey, fn_key: bytes) -> int:

@@ -118,12 +118,12 @@ class TaskLedger:
             if feeder is not None:
                 feeder.stop()
 
-    def abandon(self, task_ids: Iterable[int]) -> None:
+    def abandon(self, task_ids: Iterable[int], interrupt: bool = False) -> None:
         """Nobody wants these results: drop what is queued; what was sent is recalled by
-        the dispatcher's next ``recalls``."""
+        the dispatcher's next ``recalls`` (with ``interrupt``, interrupted where it runs)."""
         with self.lock:
             for task_id in task_ids:
-                if self.dispatcher.cancel(task_id) is CancelOutcome.DROPPED:
+                if self.dispatcher.cancel(task_id, interrupt) is CancelOutcome.DROPPED:
                     self.forget(task_id)
 
     def abandon_stopped_streams(self) -> None:

@@ -193,6 +193,7 @@ class SocketLoop:
             ledger.dispatcher.steal(now)
             assignments = ledger.dispatcher.assign(now)
             recalls = ledger.dispatcher.recalls()
+            cancels = ledger.dispatcher.cancels()
             sends = [
                 (key, [(t, ledger.completions.get(t), ledger.payloads.get(t)) for t in ids]) for key, ids in assignments
             ]
@@ -200,6 +201,11 @@ class SocketLoop:
             worker = self._links.find_worker(key)
             if worker is not None and worker.socket is not None:
                 worker.socket.send(wire.pack_recall(ids))
+        for key, ids in cancels.items():
+            worker = self._links.find_worker(key)
+            if worker is not None and worker.socket is not None:
+                for task_id in ids:
+                    worker.socket.send(wire.pack_cancel(task_id))
         for key, tasks in sends:
             self._send_chunk(key, tasks)
 
