@@ -30,7 +30,15 @@ from skyward.api.autoscale import AutoscaleSettings
 from skyward.api.compute import PendingBatch, PendingCompute
 from skyward.api.failover import ProviderChoice
 from skyward.api.fleet import Fleet
-from skyward.api.kept.keeper import ATTACH_TIMEOUT, AttachTarget, Keeper, detach_notice, mapped_ports, with_display
+from skyward.api.kept.keeper import (
+    ATTACH_TIMEOUT,
+    AttachTarget,
+    Keeper,
+    attach_notice,
+    detach_notice,
+    mapped_ports,
+    with_display,
+)
 from skyward.api.kept.record import PoolStore
 from skyward.api.kept.stop import StopReport, stop_pool
 from skyward.api.launcher import Candidate, Launcher, make_candidates, result_decoder
@@ -302,6 +310,7 @@ class ComputePool:
         then the pool's record."""
         target = self._target
         if target is not None:
+            self.emit(Notice(message=attach_notice(target.record, time.time())))
             return self._launcher.reconnect(
                 target.handles(), target.pool_keys(), target.answers_as(), target.record.region, target.port_map(),
                 timeout=ATTACH_TIMEOUT,

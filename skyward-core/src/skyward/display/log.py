@@ -109,7 +109,8 @@ def describe(state: DisplayState, event: SkywardEvent) -> LogRecord | None:
         case BootstrapCompleted(instance_id=iid):
             return LogRecord("info", "node ready", (_node(state, iid),))
         case PoolStarted():
-            return LogRecord("info", "pool ready", (("nodes", len(state.nodes)),))
+            # an attached pool saw no node start: its Notice said which nodes it found
+            return LogRecord("info", "pool ready", (("nodes", len(state.nodes)),) if state.nodes else ())
         case Metrics():
             # Values without spaces, so the renderer prints them unquoted.
             fields = (

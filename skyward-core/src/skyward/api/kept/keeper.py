@@ -60,6 +60,15 @@ def with_display(spec: PoolSpec, display: str) -> PoolSpec:
     return dataclasses.replace(spec, display=display)
 
 
+def attach_notice(record: PoolRecord, now: float) -> str:
+    """What an attaching client says first (pure): which pool, where, since when."""
+    minutes, seconds = divmod(int(max(0.0, now - record.created)), 60)
+    return (
+        f"attaching to kept pool {record.name!r} ({record.pool_id}): {len(record.nodes)} node(s) on "
+        f"{record.provider}, up {minutes}m{seconds:02d}s, keep-alive {record.keep_alive:g} s"
+    )
+
+
 def detach_notice(record: PoolRecord, now: float) -> str:
     """What a kept pool says as its client leaves (pure)."""
     assert record.keep_alive is not None
