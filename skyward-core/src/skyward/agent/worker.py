@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import importlib
 import inspect
 import json
 import os
@@ -21,7 +22,7 @@ import time
 import traceback
 import types
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import zmq
@@ -45,6 +46,20 @@ _RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow 
 # recalled task that had begun always does.
 _RECALL_CHECK_SECONDS = 0.001
 _CLUSTER_WAIT_SECONDS = 30.0  # the pool sends it right after connecting
+
+
+def apply_env(env: Mapping[str, str], environ: MutableMapping[str, str], path: list[str]) -> None:
+    """Set the pool's env in this running worker. ``PYTHONPATH`` is read when an
+    interpreter starts, and this one started before the env arrived: its entries go onto
+    ``path`` (``sys.path``) where the interpreter would have put them, right after the
+    script's directory, so ``env={"PYTHONPATH": ...}`` still decides what tasks import.
+    (Variables the dynamic loader reads at start, ``LD_LIBRARY_PATH`` and ``LD_PRELOAD``,
+    reach the processes a task starts, not the worker itself.)"""
+    environ.update(env)
+    extra = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry and entry not in path]
+    path[1:1] = extra
+    if extra:
+        importlib.invalidate_caches()
 
 
 class _StreamOutput:
@@ -285,7 +300,7 @@ class Worker:
             cluster = wire.decode_json(frames[1])
             # Image/ComputePool env: only here, in memory, never in this process's start-up
             # environment (readable in /proc/<pid>/environ) nor on disk (skyward.secrets)
-            os.environ.update(cluster.pop("env", {}))
+            apply_env(cluster.pop("env", {}), os.environ, sys.path)
             self.info = dataclasses.replace(self.info, **cluster)
             set_instance_info(self.info)
             self.cluster_known = True
