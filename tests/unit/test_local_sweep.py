@@ -8,14 +8,18 @@ import sys
 from pathlib import Path
 
 import psutil
+from hypothesis import given
+from hypothesis import strategies as st
 
 from skyward.providers.local_sweep import (
     UNOWNED_AGE_S,
     Owner,
     RunDir,
+    add_keeper,
     current_owner,
     is_stale,
     owner_alive,
+    read_keepers,
     sweep,
     write_owner,
 )
@@ -70,3 +74,26 @@ def test_sweep_removes_dead_clients_directories_and_nothing_else(tmp_path: Path)
     assert sorted(removed) == sorted([dead, old_unowned])
     assert not dead.exists() and not old_unowned.exists()
     assert live.exists() and fresh_unowned.exists() and not_ours.exists()
+
+
+owners = st.builds(Owner, st.integers(1, 50), st.floats(0, 10, allow_nan=False))
+
+
+@given(owner=st.none() | owners, keepers=st.lists(owners, max_size=4), alive=st.sets(owners, max_size=6))
+def test_a_run_directory_stays_while_its_client_or_any_of_a_kept_pool_s_nodes_runs(
+    owner: Owner | None, keepers: list[Owner], alive: set[Owner]
+) -> None:
+    run = RunDir(Path("r"), owner, NOW, tuple(keepers))
+    stale = is_stale(run, alive.__contains__, NOW)
+    if any(k in alive for k in keepers) or (owner is not None and owner in alive):
+        assert not stale  # a kept pool's nodes outlive their client: their sockets are in it
+    elif owner is not None:
+        assert stale
+
+
+def test_a_kept_pool_s_node_processes_are_recorded_one_by_one(tmp_path: Path) -> None:
+    nodes = [Owner(10, 1.5), Owner(11, 2.5)]
+    for node in nodes:
+        add_keeper(tmp_path, node)
+    assert read_keepers(tmp_path) == tuple(nodes)
+    assert read_keepers(tmp_path / "elsewhere") == ()

@@ -201,6 +201,7 @@ class Launcher:
         self.fleet: Fleet | None = None
         self.scaler: Scaler | None = None  # the fleet's, once it launched
         self.client: PoolClient | None = None  # made before its handshake: a failed start closes it
+        self.agent_pids: dict[int, int] = {}  # node -> its agent's pid, as its hello said
         self.user_data = self._user_data_of(self.candidate)
         self._clean = False  # the current candidate's resources were all removed
 
@@ -340,6 +341,7 @@ class Launcher:
         self.client = client
         fleet.attach(client)
         infos = client.connect(timeout=float(candidate.settings.bootstrap_timeout))
+        self.agent_pids.update({n.node: int(i["pid"]) for n, i in zip(handles, infos, strict=True) if "pid" in i})
         for node, info in zip(handles, infos, strict=True):
             problem = version_mismatch(node.node, info, CLIENT_PYTHON, cloudpickle.__version__)
             if problem is not None:

@@ -24,6 +24,8 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar, overload
 
+import psutil
+
 from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.api import failover
 from skyward.api.autoscale import AutoscaleSettings
@@ -73,7 +75,7 @@ from skyward.image import Image
 from skyward.plugins.registry import registry
 from skyward.providers.local import Local
 from skyward.providers.protocol import NodeHandle, ProviderDriver
-from skyward.providers.settings import settings_of
+from skyward.providers.settings import check_seconds_value, settings_of
 from skyward.providers.sweeping import sweep_advice, sweep_installed
 from skyward.transport.client import PoolClient
 from skyward.transport.security import PoolKeys
@@ -147,6 +149,7 @@ class ComputePool:
     ) -> None:
         """What every pool holds, whether it opens new nodes or attaches to kept ones."""
         self._target = target  # the kept pool this one attaches to (None: it makes its own nodes)
+        self._attach_timeout = ATTACH_TIMEOUT
         self._launcher = Launcher(candidates, chosen, self.emit, lambda: self._state == "active", autoscale)
         self._events = PoolEvents(self.spec.display, on_event)
         self._state_lock = threading.Lock()
@@ -196,6 +199,11 @@ class ComputePool:
         busy ones) in the background, and says ``PoolResized`` then ``NodeAdded`` /
         ``NodeRemoved``. On an elastic pool the autoscaler may change it again after
         ``autoscale_cooldown`` seconds."""
+        if self._target is not None:
+            raise ConfigurationError(
+                f"pool.resize({nodes!r}): an attached pool cannot add or remove nodes (that needs what the provider "
+                "made in the process that opened the pool); resize it there, or open a new pool"
+            )
         scaler = self._launcher.scaler
         if self._state != "active" or scaler is None:
             raise PoolClosedError("pool.resize: the pool is not open (use it inside 'with ComputePool(...) as pool:')")
@@ -313,18 +321,24 @@ class ComputePool:
             self.emit(Notice(message=attach_notice(target.record, time.time())))
             return self._launcher.reconnect(
                 target.handles(), target.pool_keys(), target.answers_as(), target.record.region, target.port_map(),
-                timeout=ATTACH_TIMEOUT,
+                timeout=self._attach_timeout,
             )  # fmt: skip
         fleet = self._launcher.launch()
         self._keeper.opened(
             self.spec, self.provider_name, self._launcher.region, fleet.handles, self._keys, self._answers_as(fleet),
-            self._ports(fleet),
+            self._ports(fleet), self._agent_pids(),
         )  # fmt: skip
         return fleet
 
     def _answers_as(self, fleet: Fleet) -> dict[int, str]:
         user_data = self._launcher.user_data
         return {h.node: user_data.identity(h.node).instance_id for h in fleet.handles}
+
+    def _agent_pids(self) -> dict[int, tuple[int, float | None]]:
+        """Each node's agent pid (as its hello said) and, on this machine (Local), the
+        process's start time: what ``skyward down`` checks before it signals a pid."""
+        local = self.provider_name == "local"
+        return {node: (pid, _started(pid) if local else None) for node, pid in self._launcher.agent_pids.items()}
 
     def _ports(self, fleet: Fleet) -> dict[int, dict[int, str]]:
         base, last = node_ports(DEFAULT_AGENT_PORT, self.spec.workers_per_node)
@@ -334,7 +348,7 @@ class ComputePool:
         fleet = self._launcher.fleet
         if fleet is not None and self._target is None:
             self._keeper.nodes_changed(
-                self.spec, fleet.handles, self._keys, self._answers_as(fleet), self._ports(fleet)
+                self.spec, fleet.handles, self._keys, self._answers_as(fleet), self._ports(fleet), self._agent_pids()
             )
 
     def _on_tick(self) -> None:
@@ -390,6 +404,7 @@ class ComputePool:
         on_event: EventHandler | None = None,
         safe_results: bool | None = None,
         allow_results: Sequence[str | type] = (),
+        timeout: float = ATTACH_TIMEOUT,
     ) -> ComputePool:
         """Reconnect to the running nodes of kept pool ``name`` (opened with ``name=`` and
         ``keep_alive=`` by any process of this user on this machine): an open pool that
@@ -412,6 +427,7 @@ class ComputePool:
         )  # fmt: skip
         pool = cls.__new__(cls)
         pool._setup([candidate], "first", on_event, AutoscaleSettings(replace_lost=False), target)
+        pool._attach_timeout = check_seconds_value("sky.attach", "timeout", timeout)
         try:
             pool.open()
         except KeyRefusedError:
@@ -422,7 +438,7 @@ class ComputePool:
             ) from None
         except BootstrapTimeoutError:
             raise AttachError(
-                f"no node of pool {name!r} answered within {ATTACH_TIMEOUT:g} s: its nodes have likely stopped "
+                f"no node of pool {name!r} answered within {pool._attach_timeout:g} s: its nodes have likely stopped "
                 f"(its keep-alive or timeout passed); `skyward down {name}` removes what is left"
             ) from None
         except ProvisioningError as error:
@@ -606,11 +622,24 @@ def attach(
     on_event: EventHandler | None = None,
     safe_results: bool | None = None,
     allow_results: Sequence[str | type] = (),
+    timeout: float = ATTACH_TIMEOUT,
 ) -> ComputePool:
     """Reconnect to kept pool ``name``: ``ComputePool.attach`` (see there)."""
     return ComputePool.attach(
-        name, display=display, on_event=on_event, safe_results=safe_results, allow_results=allow_results
+        name,
+        display=display,
+        on_event=on_event,
+        safe_results=safe_results,
+        allow_results=allow_results,
+        timeout=timeout,
     )
+
+
+def _started(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
 
 
 _fork_generation = 0  # bumped in a forked child: a pool compares it without a syscall per call

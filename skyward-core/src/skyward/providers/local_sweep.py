@@ -92,7 +92,10 @@ def read_keepers(run_dir: Path) -> tuple[Owner, ...]:
 
 def owner_alive(owner: Owner) -> bool:
     try:
-        started = psutil.Process(owner.pid).create_time()
+        process = psutil.Process(owner.pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False  # it exited; its parent (init, for a kept pool's orphaned node) has not reaped it yet
+        started = process.create_time()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
     except psutil.AccessDenied:

@@ -101,9 +101,10 @@ class Keeper:
         keys: PoolKeys,
         answers_as: Mapping[int, str],
         ports: Mapping[int, Mapping[int, str]],
+        pids: Mapping[int, tuple[int, float | None]],
     ) -> None:
         """The pool opened on ``handles``: record it and hold its lock."""
-        record = record_of(spec, provider, region, handles, time.time(), answers_as=answers_as, ports=ports)
+        record = record_of(spec, provider, region, handles, time.time(), answers_as=answers_as, ports=ports, pids=pids)
         self.registration = Registration.register(self.store, record, keys_of(keys, handles), spec)
 
     def reattached(self, record: PoolRecord) -> None:
@@ -117,6 +118,7 @@ class Keeper:
         keys: PoolKeys,
         answers_as: Mapping[int, str],
         ports: Mapping[int, Mapping[int, str]],
+        pids: Mapping[int, tuple[int, float | None]],
     ) -> None:
         """A node joined, left or was replaced: the record follows (a node keeps its start)."""
         registration = self.registration
@@ -126,7 +128,7 @@ class Keeper:
         started = {n.instance_id: n.started for n in before.nodes}
         record = record_of(
             spec, before.provider, before.region, handles, before.created, answers_as=answers_as, started=started,
-            ports=ports,
+            ports=ports, pids=pids,
         )  # fmt: skip
         registration.nodes_changed(record, keys_of(keys, handles))
 

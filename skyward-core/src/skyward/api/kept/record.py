@@ -373,7 +373,10 @@ def client_alive(status: PoolStatus) -> bool:
     if status.client_pid is None:
         return False
     try:
-        started = psutil.Process(status.client_pid).create_time()
+        process = psutil.Process(status.client_pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        started = process.create_time()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
     except psutil.AccessDenied:

@@ -40,6 +40,7 @@ def record_of(
     answers_as: Mapping[int, str] | None = None,
     started: Mapping[str, float] | None = None,
     ports: Mapping[int, Mapping[int, str]] | None = None,
+    pids: Mapping[int, tuple[int, float | None]] | None = None,
 ) -> PoolRecord:
     """The record of a pool that runs ``handles`` (pure): each node billed from
     ``started[instance_id]``, or from ``created`` for a node not in it."""
@@ -50,6 +51,8 @@ def record_of(
             hourly_price=h.hourly_price,
             answers_as=(answers_as or {}).get(h.node, ""),
             ports={str(port): where for port, where in (ports or {}).get(h.node, {}).items()},
+            pid=(pids or {}).get(h.node, (None, None))[0],
+            pid_started=(pids or {}).get(h.node, (None, None))[1],
         )
         for h in handles
     )  # fmt: skip
