@@ -178,3 +178,20 @@ def test_an_attached_pool_refuses_to_resize(store: PoolStore) -> None:
 def test_attaching_to_an_unknown_name_lists_the_known_pools(store: PoolStore) -> None:
     with pytest.raises(AttachError, match=r"no pool named 'nope'.*recorded pools: exp1"):
         sky.attach("nope")
+
+
+def test_a_third_process_stops_a_kept_pool_with_skyward_down(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = _run(OPEN, home, "ipc", "60")
+    assert _run(ATTACH, home) == first
+    down = subprocess.run(
+        [sys.executable, "-m", "skyward.cli", "down", "exp1"],
+        env={**os.environ, "SKYWARD_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert all(_gone(pid) for pid in first)  # agent and worker: stopped, not left to the keep-alive
+    assert PoolStore(home).names() == []  # its record and keys went with it
