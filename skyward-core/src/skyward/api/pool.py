@@ -42,7 +42,7 @@ from skyward.api.kept.keeper import (
     with_display,
 )
 from skyward.api.kept.record import PoolStore
-from skyward.api.kept.stop import StopReport, stop_pool
+from skyward.api.kept.stop import Stopper, StopReport, delete_pool_resources, provider_session, stop_pool
 from skyward.api.launcher import Candidate, Launcher, make_candidates, result_decoder
 from skyward.api.node_changes import version_mismatch
 from skyward.api.options import AcceleratorChoice, EventHandler, NodesChoice, PoolOptions, SpotChoice
@@ -522,7 +522,11 @@ class ComputePool:
             record = self._keeper.let_go()
             try:
                 if record is not None:
-                    self._stop_report = stop_pool(record.name, store=self._keeper.store)
+                    config = self.spec.provider  # the pool's own settings (its API endpoint, region)
+                    stopper = Stopper(
+                        delete=lambda r: delete_pool_resources(provider_session(r.provider, config), r.pool_id)
+                    )
+                    self._stop_report = stop_pool(record.name, store=self._keeper.store, stopper=stopper)
             finally:
                 self._events.finish()
 
