@@ -36,6 +36,7 @@ from skyward.api.kept.keeper import (
     ATTACH_TIMEOUT,
     AttachTarget,
     Keeper,
+    NodeFacts,
     attach_notice,
     detach_notice,
     mapped_ports,
@@ -324,10 +325,7 @@ class ComputePool:
                 timeout=self._attach_timeout,
             )  # fmt: skip
         fleet = self._launcher.launch()
-        self._keeper.opened(
-            self.spec, self.provider_name, self._launcher.region, fleet.handles, self._keys, self._answers_as(fleet),
-            self._ports(fleet), self._agent_pids(),
-        )  # fmt: skip
+        self._record_nodes()
         return fleet
 
     def _answers_as(self, fleet: Fleet) -> dict[int, str]:
@@ -345,11 +343,14 @@ class ComputePool:
         return mapped_ports(fleet.handles, fleet.port_map(), range(base, last + 1))
 
     def _record_nodes(self) -> None:
+        """Record the pool's nodes (at open, and whenever they change)."""
         fleet = self._launcher.fleet
-        if fleet is not None and self._target is None:
-            self._keeper.nodes_changed(
-                self.spec, fleet.handles, self._keys, self._answers_as(fleet), self._ports(fleet), self._agent_pids()
-            )
+        if fleet is None or self._target is not None:
+            return
+        facts = NodeFacts(self._answers_as(fleet), self._ports(fleet), self._agent_pids())
+        self._keeper.record_nodes(
+            self.spec, self.provider_name, self._launcher.region, fleet.handles, self._keys, facts
+        )
 
     def _on_tick(self) -> None:
         """The fleet's ticker: due progress, and the pool's status for ``skyward ls``."""

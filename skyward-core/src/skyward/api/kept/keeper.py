@@ -15,6 +15,7 @@ import pickle
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from skyward.api.kept.record import KeptKeys, PoolRecord, PoolStore, client_alive, is_over
 from skyward.api.kept.registration import Registration, keys_of, record_of
@@ -81,56 +82,58 @@ def detach_notice(record: PoolRecord, now: float) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What the record keeps of each node beyond its handle: the instance id its agent
+    answers as, its port mappings, its agent's pid (and that process's start time)."""
+
+    answers_as: Mapping[int, str]
+    ports: Mapping[int, Mapping[int, str]]
+    pids: Mapping[int, tuple[int, float | None]]
+
+    def as_fields(self) -> dict[str, Any]:
+        return {"answers_as": self.answers_as, "ports": self.ports, "pids": self.pids}
+
+
 class Keeper:
     """An open pool's record (see the module); ``store`` is injected for tests."""
 
     def __init__(self, store: PoolStore | None = None) -> None:
         self.store = store or PoolStore()
         self.registration: Registration | None = None
+        self._left = False  # the client left: a late node event must not record the pool again
 
     def claim(self, name: str) -> None:
         """Before anything is made: the name is free (a record of an ended pool is removed)."""
         self.store.claim(name, time.time(), client_alive)
 
-    def opened(
+    def record_nodes(
         self,
         spec: PoolSpec,
         provider: str,
         region: str,
         handles: Sequence[NodeHandle],
         keys: PoolKeys,
-        answers_as: Mapping[int, str],
-        ports: Mapping[int, Mapping[int, str]],
-        pids: Mapping[int, tuple[int, float | None]],
+        facts: NodeFacts,
     ) -> None:
-        """The pool opened on ``handles``: record it and hold its lock."""
-        record = record_of(spec, provider, region, handles, time.time(), answers_as=answers_as, ports=ports, pids=pids)
-        self.registration = Registration.register(self.store, record, keys_of(keys, handles), spec)
+        """The pool's nodes are ``handles``: the first call (the pool opened) records it and
+        takes its lock; a later one (a node joined, left or was replaced) updates the record,
+        each node keeping its start."""
+        registration = self.registration
+        if self._left:
+            return
+        if registration is None:
+            record = record_of(spec, provider, region, handles, time.time(), **facts.as_fields())
+            self.registration = Registration.register(self.store, record, keys_of(keys, handles), spec)
+            return
+        before = registration.record
+        started = {n.instance_id: n.started for n in before.nodes}
+        record = record_of(spec, provider, region, handles, before.created, started=started, **facts.as_fields())
+        registration.nodes_changed(record, keys_of(keys, handles))
 
     def reattached(self, record: PoolRecord) -> None:
         """An attached client holds the kept pool's record from now on."""
         self.registration = Registration.reattach(self.store, record)
-
-    def nodes_changed(
-        self,
-        spec: PoolSpec,
-        handles: Sequence[NodeHandle],
-        keys: PoolKeys,
-        answers_as: Mapping[int, str],
-        ports: Mapping[int, Mapping[int, str]],
-        pids: Mapping[int, tuple[int, float | None]],
-    ) -> None:
-        """A node joined, left or was replaced: the record follows (a node keeps its start)."""
-        registration = self.registration
-        if registration is None:
-            return
-        before = registration.record
-        started = {n.instance_id: n.started for n in before.nodes}
-        record = record_of(
-            spec, before.provider, before.region, handles, before.created, answers_as=answers_as, started=started,
-            ports=ports, pids=pids,
-        )  # fmt: skip
-        registration.nodes_changed(record, keys_of(keys, handles))
 
     def tick(self, running: int, queued: int) -> None:
         if self.registration is not None:
@@ -144,6 +147,7 @@ class Keeper:
         """The client leaves: detached (the record stays, saying when) or stopped (it goes).
         Returns the record it held."""
         registration, self.registration = self.registration, None
+        self._left = True
         if registration is None:
             return None
         registration.end(kept=detach)
@@ -152,6 +156,7 @@ class Keeper:
     def let_go(self) -> PoolRecord | None:
         """Release the lock and leave the record for ``stop_pool`` to remove once it verified."""
         registration, self.registration = self.registration, None
+        self._left = True
         if registration is None:
             return None
         registration.release()
