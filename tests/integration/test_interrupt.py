@@ -100,4 +100,3 @@ def test_an_interrupted_broadcast_interrupts_its_task_on_every_worker(tmp_path: 
         timer.join()
         assert double(7) @ pool == (14, 14)
         assert sorted(p.read_text() for p in tmp_path.iterdir()) == ["interrupted", "interrupted"]
-

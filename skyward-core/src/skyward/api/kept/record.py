@@ -26,6 +26,7 @@ kept pool whose nodes stopped on their own, at the next look (``is_over``).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -307,7 +308,9 @@ class PoolStore:
             return None
 
     def write_status(self, name: str, status: PoolStatus) -> None:
-        if self.path(name).is_dir():
+        """Write the status, unless the record went meanwhile (the pool is being stopped,
+        here or by ``skyward down``): a status of a pool that has no record is no one's."""
+        with contextlib.suppress(FileNotFoundError):
             _write(self.path(name) / STATUS_FILE, status.to_json().encode())
 
     def output_path(self, name: str) -> Path:
@@ -363,7 +366,8 @@ def _write(path: Path, data: bytes) -> None:
         os.chmod(temporary, 0o600)
         os.replace(temporary, path)
     except BaseException:
-        os.unlink(temporary)
+        with contextlib.suppress(FileNotFoundError):  # its directory went with the record
+            os.unlink(temporary)
         raise
 
 
