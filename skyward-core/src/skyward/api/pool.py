@@ -38,6 +38,7 @@ from skyward.api.kept.keeper import (
     Keeper,
     NodeFacts,
     attach_notice,
+    check_display,
     detach_notice,
     mapped_ports,
     with_display,
@@ -418,6 +419,8 @@ class ComputePool:
         ``NodeLostError``."""
         if on_event is not None and not callable(on_event):
             raise ConfigurationError(f"sky.attach(on_event={on_event!r}): must be a callable taking an event")
+        seconds = check_seconds_value("sky.attach", "timeout", timeout)
+        check_display(display)  # bad input is refused before any file is read
         target = AttachTarget.load(PoolStore(), name, time.time())
         spec = with_display(target.spec, display)
         plugin = registry.provider_for(spec.provider)
@@ -428,7 +431,7 @@ class ComputePool:
         )  # fmt: skip
         pool = cls.__new__(cls)
         pool._setup([candidate], "first", on_event, AutoscaleSettings(replace_lost=False), target)
-        pool._attach_timeout = check_seconds_value("sky.attach", "timeout", timeout)
+        pool._attach_timeout = seconds
         try:
             pool.open()
         except KeyRefusedError:

@@ -19,6 +19,7 @@ from typing import Any
 
 from skyward.api.kept.record import KeptKeys, PoolRecord, PoolStore, client_alive, is_over
 from skyward.api.kept.registration import Registration, keys_of, record_of
+from skyward.api.spec import POOL_NAME
 from skyward.display import DISPLAY_MODES
 from skyward.errors import AttachError, ConfigurationError, ProvisioningError
 from skyward.events import LogLine
@@ -52,13 +53,18 @@ def mapped_ports(
     return found
 
 
-def with_display(spec: PoolSpec, display: str) -> PoolSpec:
-    """The kept pool's spec, shown the way the attaching client asked."""
+def check_display(display: object) -> str:
+    """``sky.attach(display=...)`` checked: one of the display modes."""
     if not isinstance(display, str) or display not in DISPLAY_MODES:
         raise ConfigurationError(
             f"sky.attach(display={display!r}): unknown display mode; use one of {', '.join(map(repr, DISPLAY_MODES))}"
         )
-    return dataclasses.replace(spec, display=display)
+    return display
+
+
+def with_display(spec: PoolSpec, display: str) -> PoolSpec:
+    """The kept pool's spec, shown the way the attaching client asked."""
+    return dataclasses.replace(spec, display=check_display(display))
 
 
 def attach_notice(record: PoolRecord, now: float) -> str:
@@ -175,7 +181,8 @@ class AttachTarget:
     def load(store: PoolStore, name: str, now: float) -> AttachTarget:
         """Pool ``name``'s target; ``AttachError`` for a pool that is not kept, has ended
         (its record is then removed) or whose files are missing or unreadable."""
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str) or not POOL_NAME.fullmatch(name):
+            # a pool's name or id names a directory under the store: nothing else may
             raise AttachError(f"sky.attach(name={name!r}): give the name of a kept pool (`skyward ls` lists them)")
         record = store.record(name)
         if not record.kept:

@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import psutil
 
+from skyward.api.spec import POOL_NAME
 from skyward.errors import AttachError
 from skyward.home import skyward_home
 from skyward.transport.security import Keypair
@@ -210,6 +211,12 @@ class PoolStore:
         self.root = pools_dir(home)
 
     def path(self, name: str) -> Path:
+        """Pool ``name``'s directory; ``AttachError`` for a name that is no pool's (a path,
+        ``..``): a name never reaches outside the store."""
+        if not POOL_NAME.fullmatch(name):
+            raise AttachError(
+                f"{name!r} is not a pool name (lowercase letters, digits and hyphens; `skyward ls` lists the pools)"
+            )
         return self.root / name
 
     def create(self, record: PoolRecord, keys: KeptKeys, spec_bytes: bytes) -> None:
