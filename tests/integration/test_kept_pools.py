@@ -36,7 +36,7 @@ with sky.ComputePool(sky.Local(transport=sys.argv[1]), name="exp1", keep_alive=f
 """
 
 ATTACH = """
-import json, os, skyward as sky
+import json, os, time, skyward as sky
 
 @sky.compute
 def where():
@@ -45,6 +45,7 @@ def where():
 
 with sky.attach("exp1", display="quiet") as pool:
     assert pool.is_active
+    time.sleep(1.0)  # the attached pool stays usable: nothing in this process takes its nodes for lost
     print(json.dumps(where() >> pool), flush=True)
 """
 
@@ -195,3 +196,26 @@ def test_a_third_process_stops_a_kept_pool_with_skyward_down(tmp_path: Path) -> 
     assert down.returncode == 0, down.stdout + down.stderr
     assert all(_gone(pid) for pid in first)  # agent and worker: stopped, not left to the keep-alive
     assert PoolStore(home).names() == []  # its record and keys went with it
+
+
+HOLD = """
+import time, skyward as sky
+with sky.attach("exp1", display="quiet") as pool:
+    print("attached", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_attached_client_leaves_the_pool_to_the_next_one(store: PoolStore) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "attached"
+        with pytest.raises(AttachError, match="client attached already"):
+            sky.attach("exp1", display="quiet")
+        holder.kill()  # SIGKILL: it never detaches; the kernel drops its lock
+        holder.wait(timeout=10)
+        with sky.attach("exp1", display="quiet") as pool:
+            assert pool.is_active
+    finally:
+        if holder.poll() is None:
+            holder.kill()

@@ -304,7 +304,7 @@ class Launcher:
             handles=handles, user_data=self.user_data, identities=None,
             bootstrap_timeout=float(candidate.settings.bootstrap_timeout), emit=self._emit, active=self._active,
         )  # fmt: skip
-        self.scaler = Scaler(fleet, None, Nodes(len(handles)), AutoscaleSettings(replace_lost=False))
+        self.scaler = Scaler(fleet, None, Nodes(len(handles)), AutoscaleSettings(replace_lost=False), watch=False)
         pool_id = candidate.spec.pool_id
         client = PoolClient(
             [n.endpoint for n in handles], keys, fleet.on_node_message, rerun_lost=False,

@@ -69,8 +69,12 @@ class Scaler:
         settings: AutoscaleSettings,
         clock: Callable[[], float] = time.monotonic,
         spawn: Callable[[Callable[[], None], str], None] | None = None,
+        watch: bool = True,
     ) -> None:
         self._fleet = fleet
+        # False: this process's driver did not start the nodes (an attached pool), so its
+        # NodeWatch knows none of them; lost nodes are found by the client's liveness window
+        self._watch = watch
         self._spawn = spawn or _spawn  # where a healing runs (tests run it in place)
         self._changes = changes  # None: the provider cannot add or remove nodes
         self._bounds = bounds
@@ -107,7 +111,7 @@ class Scaler:
             self._thread = threading.Thread(target=self._run, name="skyward-scaler", daemon=True)
             self._thread.start()
         driver = self._fleet.driver
-        if isinstance(driver, NodeWatch):
+        if isinstance(driver, NodeWatch) and self._watch:
             threading.Thread(target=self._watch_nodes, args=(driver,), name="skyward-node-watch", daemon=True).start()
 
     def stop(self) -> None:
