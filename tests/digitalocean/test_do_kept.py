@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +18,10 @@ from do_support import nothing_left as nothing_left_on_do
 from fakes.digitalocean import FakeDigitalOcean
 from typer.testing import CliRunner
 
+import skyward as sky
 from skyward.api.kept.record import PoolStore
 from skyward.cli.app import make_app
+from skyward.events import Notice
 
 pytestmark = [pytest.mark.cloud, pytest.mark.slow]
 
@@ -78,6 +81,29 @@ def test_a_kept_droplet_pool_outlives_its_client_is_attached_from_another_proces
         shown = json.loads(result.stdout)
         assert shown["pool"]["answered"] == [0] and shown["pool"]["record_removed"] is True
         assert all(r["removed"] for r in shown["removals"])
+        assert nothing_left_on_do(fake_do) == {}
+        assert name not in PoolStore().names()
+        assert fake_do.violations == []
+    finally:
+        next(worlds, None)
+
+
+def test_a_kept_droplet_pool_suggests_the_sweep_and_stop_on_the_attached_pool_deletes_everything(
+    fake_do: FakeDigitalOcean, do_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKYWARD_HOME", str(tmp_path))  # no sweep installed here
+    worlds = emulate_droplets(fake_do)
+    next(worlds)
+    name = f"kept-{uuid.uuid4().hex[:8]}"
+    events: list[object] = []
+    try:
+        with sky.ComputePool(provider=do_config, name=name, keep_alive=60, display="quiet", on_event=events.append):
+            pass
+        notices = [e.message for e in events if isinstance(e, Notice)]
+        assert any("skyward sweep --install" in n for n in notices), notices  # a stopped droplet still bills
+        assert any(f"pool {name!r} is kept" in n for n in notices), notices
+        attached = sky.attach(name, display="quiet")
+        attached.stop()  # deletes through the pool's own settings (the fake's API), not the defaults
         assert nothing_left_on_do(fake_do) == {}
         assert name not in PoolStore().names()
         assert fake_do.violations == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -97,3 +98,18 @@ def test_a_kept_pool_s_node_processes_are_recorded_one_by_one(tmp_path: Path) ->
         add_keeper(tmp_path, node)
     assert read_keepers(tmp_path) == tuple(nodes)
     assert read_keepers(tmp_path / "elsewhere") == ()
+
+
+def test_a_process_that_exited_but_was_not_reaped_is_not_alive() -> None:
+    # a kept pool's agent outlives its client, so init inherits it, and an init that does
+    # not reap leaves it a zombie: its run directory must still be swept
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner = Owner(child.pid, psutil.Process(child.pid).create_time())
+    deadline = time.monotonic() + 10
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+        assert not owner_alive(owner)
+    finally:
+        child.wait()
