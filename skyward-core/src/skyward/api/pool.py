@@ -24,8 +24,6 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar, overload
 
-import psutil
-
 from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.api import failover
 from skyward.api.autoscale import AutoscaleSettings
@@ -76,6 +74,7 @@ from skyward.events import (
 from skyward.image import Image
 from skyward.plugins.registry import registry
 from skyward.providers.local import Local
+from skyward.providers.local_sweep import started_at
 from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.providers.settings import check_seconds_value, settings_of
 from skyward.providers.sweeping import sweep_advice, sweep_installed
@@ -337,7 +336,7 @@ class ComputePool:
         """Each node's agent pid (as its hello said) and, on this machine (Local), the
         process's start time: what ``skyward down`` checks before it signals a pid."""
         local = self.provider_name == "local"
-        return {node: (pid, _started(pid) if local else None) for node, pid in self._launcher.agent_pids.items()}
+        return {node: (pid, started_at(pid) if local else None) for node, pid in self._launcher.agent_pids.items()}
 
     def _ports(self, fleet: Fleet) -> dict[int, dict[int, str]]:
         base, last = node_ports(DEFAULT_AGENT_PORT, self.spec.workers_per_node)
@@ -641,13 +640,6 @@ def attach(
         allow_results=allow_results,
         timeout=timeout,
     )
-
-
-def _started(pid: int) -> float | None:
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
 
 
 _fork_generation = 0  # bumped in a forked child: a pool compares it without a syscall per call

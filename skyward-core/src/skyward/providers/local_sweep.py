@@ -90,17 +90,32 @@ def read_keepers(run_dir: Path) -> tuple[Owner, ...]:
         return ()
 
 
-def owner_alive(owner: Owner) -> bool:
+def process_alive(pid: int, started: float | None) -> bool:
+    """Whether ``pid`` runs and is the process that started at ``started`` (Unix time;
+    None: any), so a recycled pid does not pass. A zombie has exited: its parent (init,
+    for a kept pool's orphaned node) has only not reaped it yet."""
     try:
-        process = psutil.Process(owner.pid)
+        process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:
-            return False  # it exited; its parent (init, for a kept pool's orphaned node) has not reaped it yet
-        started = process.create_time()
+            return False
+        created = process.create_time()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
     except psutil.AccessDenied:
         return True  # it exists; not ours to judge
-    return abs(started - owner.started) < START_TIME_TOLERANCE_S
+    return started is None or abs(created - started) < START_TIME_TOLERANCE_S
+
+
+def started_at(pid: int) -> float | None:
+    """When process ``pid`` started (Unix time), or None when it is gone."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def owner_alive(owner: Owner) -> bool:
+    return process_alive(owner.pid, owner.started)
 
 
 def is_stale(run: RunDir, alive: Callable[[Owner], bool], now: float) -> bool:

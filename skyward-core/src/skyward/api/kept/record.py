@@ -37,11 +37,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import psutil
-
 from skyward.api.spec import POOL_NAME
 from skyward.errors import AttachError
 from skyward.home import skyward_home
+from skyward.providers.local_sweep import process_alive
 from skyward.transport.security import Keypair
 
 POOLS_DIR = "pools"
@@ -381,18 +380,7 @@ def _write(path: Path, data: bytes) -> None:
 def client_alive(status: PoolStatus) -> bool:
     """Whether the client process ``status`` names still runs (the same process: its start
     time matches, so a recycled pid does not count)."""
-    if status.client_pid is None:
-        return False
-    try:
-        process = psutil.Process(status.client_pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        started = process.create_time()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
-    except psutil.AccessDenied:
-        return True
-    return status.client_started is None or abs(started - status.client_started) < 1.0
+    return status.client_pid is not None and process_alive(status.client_pid, status.client_started)
 
 
 def iter_records(store: PoolStore) -> Iterator[tuple[PoolRecord, PoolStatus | None]]:

@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping, Sequence
 
 import cloudpickle
-import psutil
 
 from skyward.api.kept.record import AttachLock, KeptKeys, NodeRecord, PoolRecord, PoolStatus, PoolStore
+from skyward.providers.local_sweep import started_at
 from skyward.providers.protocol import NodeHandle
 from skyward.providers.spec import PoolSpec
 from skyward.transport.security import PoolKeys
@@ -121,7 +121,7 @@ class Registration:
         self.store.write_status(
             self.record.name,
             PoolStatus(
-                client_pid=_pid(), client_started=_process_started(), attached_at=attached_at,
+                client_pid=os.getpid(), client_started=started_at(os.getpid()), attached_at=attached_at,
                 tasks_running=running, tasks_queued=queued, idle_since=idle_since, updated=now,
             ),
         )  # fmt: skip
@@ -176,12 +176,3 @@ class Registration:
                 self.store.remove(self.record.name)
         finally:
             self._lock.release()
-
-
-def _pid() -> int:
-    return os.getpid()
-
-
-def _process_started() -> float:
-    """This process's start time: with the pid, what tells it from a later process given the same pid."""
-    return float(psutil.Process().create_time())

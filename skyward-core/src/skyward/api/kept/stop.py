@@ -42,6 +42,7 @@ import zmq
 from skyward.api.kept.record import PoolRecord, PoolStore, client_alive
 from skyward.errors import AttachError
 from skyward.plugins.registry import get_plugin_manager
+from skyward.providers.local_sweep import process_alive
 from skyward.providers.resources import ProviderTools, Removal, ResourceSession
 from skyward.transport import security, wire
 from skyward.transport.security import Keypair
@@ -158,15 +159,7 @@ class SystemProcesses:
     """The real process table (psutil and ``killpg``)."""
 
     def same_process(self, pid: int, started: float | None) -> bool:
-        try:
-            process = psutil.Process(pid)
-            if process.status() == psutil.STATUS_ZOMBIE:
-                return False
-            return started is None or abs(process.create_time() - started) < 1.0
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            return False
-        except psutil.AccessDenied:
-            return True
+        return process_alive(pid, started)
 
     def group_of(self, pid: int) -> int | None:
         try:

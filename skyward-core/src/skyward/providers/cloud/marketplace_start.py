@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import shlex
+import threading
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,11 +59,25 @@ _SHELL = (
 )
 
 
-@functools.cache
+_LOADER_LOCK = threading.Lock()
+
+
 def loader_source() -> str:
     """:mod:`skyward.wheels.loader` as the start command carries it: without docstrings,
     comments and annotations, zlib-compressed, base64 (1.8 KB; the whole command is 2.8 KB
-    for the longest pool id, measured by tests/unit/test_marketplace_start.py)."""
+    for the longest pool id, measured by tests/unit/test_marketplace_start.py).
+
+    Built once, under a lock: a pool creates its containers from several threads, and
+    CPython 3.11's AST constructor keeps its recursion depth per interpreter, not per
+    thread, so two threads in ``ast.parse`` at once fail with ``SystemError: AST
+    constructor recursion depth mismatch`` (cpython#106905; seen in CI on a 2-pod RunPod
+    pool). ``functools.cache`` alone lets both threads in on the first call."""
+    with _LOADER_LOCK:
+        return _loader_source()
+
+
+@functools.cache
+def _loader_source() -> str:
     tree = _Bare().visit(ast.parse(Path(loader.__file__).read_text()))
     return base64.b64encode(zlib.compress(ast.unparse(tree).encode(), 9)).decode("ascii")
 
