@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from skip_policy import required_import_skipped, required_imports
 
+pytest_plugins = ["volume_support"]  # moto's S3 server, a bucket and a mount path, for volume tests
+
 # Properties are checked by what they find, not by how fast a shared 2-core machine draws
 # examples: a per-example deadline or the "generation is slow" health check fails a correct
 # test under load (seen with -n 2 beside other work), and says nothing about the code.

@@ -110,6 +110,9 @@ class AWSDriver(SpotCloudProvider[AWS]):
 
     name = "aws"
 
+    def fuse_unavailable(self, spec: PoolSpec) -> str | None:
+        return None  # FuseMounts: a virtual machine, root, and /dev/fuse (the bootstrap installs rclone)
+
     def __init__(
         self,
         config: AWS,

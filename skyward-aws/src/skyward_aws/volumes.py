@@ -9,30 +9,14 @@ grants reads only; otherwise Mountpoint may create, overwrite and delete objects
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from skyward.errors import ConfigurationError
+from skyward.providers import buckets
 
 MOUNTPOINT_RELEASE = "https://s3.amazonaws.com/mountpoint-s3-release/latest/{arch}/mount-s3.deb"
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
-_RESERVED_PATHS = {
-    "/",
-    "/bin",
-    "/boot",
-    "/dev",
-    "/etc",
-    "/lib",
-    "/proc",
-    "/root",
-    "/sbin",
-    "/sys",
-    "/usr",
-    "/var",
-    "/tmp",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,24 +33,9 @@ class S3Volume:
     """Mount read-only (default); ``False`` lets the nodes write to the bucket."""
 
     def __post_init__(self) -> None:
-        path = self.mount_path
-        if not isinstance(path, str) or not path.startswith("/") or "\n" in path:
-            raise ConfigurationError(f"S3Volume(mount_path={path!r}) must be an absolute path such as '/data'")
-        normalized = "/" + "/".join(p for p in path.split("/") if p)
-        if normalized in _RESERVED_PATHS or ".." in normalized.split("/"):
-            raise ConfigurationError(
-                f"S3Volume(mount_path={path!r}) would hide a system directory; choose a path such as '/data'"
-            )
-        object.__setattr__(self, "mount_path", normalized)
-        if not isinstance(self.bucket, str) or not _BUCKET_RE.match(self.bucket) or ".." in self.bucket:
-            raise ConfigurationError(
-                f"S3Volume(bucket={self.bucket!r}) is not an S3 bucket name "
-                "(3-63 lowercase letters, digits, '.' and '-'; no 's3://')"
-            )
-        if not isinstance(self.prefix, str) or self.prefix.startswith("/") or "\n" in self.prefix:
-            raise ConfigurationError(f"S3Volume(prefix={self.prefix!r}) must be a key prefix such as 'datasets/'")
-        if self.prefix and not self.prefix.endswith("/"):
-            object.__setattr__(self, "prefix", self.prefix + "/")  # mount-s3 wants a trailing '/'
+        object.__setattr__(self, "mount_path", buckets.mount_path("S3Volume(mount_path={!r})", self.mount_path))
+        buckets.bucket_name("S3Volume(bucket={!r})", self.bucket)
+        object.__setattr__(self, "prefix", buckets.key_prefix("S3Volume(prefix={!r})", self.prefix))
         if not isinstance(self.read_only, bool):
             raise ConfigurationError(f"S3Volume(read_only={self.read_only!r}) must be True or False")
 

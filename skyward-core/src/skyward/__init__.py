@@ -30,6 +30,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "OfferTable": "skyward.offer_table",
     "Image": "skyward.image",
     "Secret": "skyward.secrets",
+    "Volume": "skyward.volume",
     "Nodes": "skyward.scaling",
     "Local": "skyward.providers.local",
     # worker-side helpers
@@ -61,6 +62,7 @@ _CORE_EXPORTS: dict[str, str] = {
     "PoolClosedError": "skyward.errors",
     "PoolTimeoutError": "skyward.errors",
     "AttachError": "skyward.errors",
+    "VolumeError": "skyward.errors",
     "NotInComputationError": "skyward.errors",
     "RemoteError": "skyward.errors",
     "PluginMissingError": "skyward.errors",
@@ -106,12 +108,13 @@ _EVENT_NAMES = [
 ]
 _CORE_EXPORTS.update({name: "skyward.events" for name in _EVENT_NAMES})
 
-_SUBMODULES = {"distributed", "integrations", "accelerators"}
+_SUBMODULES = {"distributed", "integrations", "accelerators", "storage"}
 
 if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward import accelerators as accelerators
     from skyward import distributed as distributed
     from skyward import integrations as integrations
+    from skyward import storage as storage
     from skyward.accelerators import (
         NVIDIA as NVIDIA,
     )
@@ -195,6 +198,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.errors import (
         VersionMismatchError as VersionMismatchError,
     )
+    from skyward.errors import VolumeError as VolumeError
     from skyward.errors import (
         WorkerDiedError as WorkerDiedError,
     )
@@ -300,6 +304,7 @@ if TYPE_CHECKING:  # explicit re-exports, so type checkers see every public name
     from skyward.spot import (
         SpotLike as SpotLike,
     )
+    from skyward.volume import Volume as Volume
 
 
 def __getattr__(name: str) -> Any:

@@ -168,3 +168,8 @@ class AttachError(SkywardError):
     """``sky.attach(name)`` could not reconnect to a kept pool: none of that name on this
     machine, its keys missing or not the ones its nodes hold, another client attached
     already, or its nodes gone (their keep-alive or timeout passed)."""
+
+
+class VolumeError(ProvisioningError):
+    """A node could not mount (or download) a ``sky.Volume``: the pool did not open, and
+    what it made was torn down. The message holds the node's reason (rclone's words)."""

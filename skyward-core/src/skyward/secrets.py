@@ -83,10 +83,12 @@ def resolve_env(env: Mapping[str, EnvValue]) -> dict[str, str]:
     return {k: v.value if isinstance(v, Secret) else v for k, v in env.items()}
 
 
-def secret_values(env: Mapping[str, EnvValue]) -> tuple[str, ...]:
-    """The secret values of ``env``, longest first (redaction replaces the longest match);
-    empty values are left out (redacting "" would mark every line)."""
-    values = {v.value for v in env.values() if isinstance(v, Secret) and v.value}
+def secret_values(env: Mapping[str, EnvValue], more: Iterable[Secret] = ()) -> tuple[str, ...]:
+    """The secret values of ``env`` and ``more`` (a volume's storage keys), longest first
+    (redaction replaces the longest match); empty values are left out (redacting "" would
+    mark every line)."""
+    secrets = [*(v for v in env.values() if isinstance(v, Secret)), *more]
+    values = {s.value for s in secrets if s.value}
     return tuple(sorted(values, key=len, reverse=True))
 
 

@@ -92,6 +92,9 @@ class DigitalOceanDriver(CloudProvider[DigitalOcean]):
     instance_noun = "droplet"
     running_word = "active"
 
+    def fuse_unavailable(self, spec: PoolSpec) -> str | None:
+        return None  # FuseMounts: a virtual machine, root, and /dev/fuse (the bootstrap installs rclone)
+
     def __init__(
         self,
         config: DigitalOcean,

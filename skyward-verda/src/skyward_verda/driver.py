@@ -101,6 +101,9 @@ def pick_image(images: Sequence[dict[str, Any]], instance_type: str, wanted: str
 class VerdaDriver(SpotCloudProvider[Verda]):
     name = PROVIDER
 
+    def fuse_unavailable(self, spec: PoolSpec) -> str | None:
+        return None  # FuseMounts: a virtual machine, root, and /dev/fuse (the bootstrap installs rclone)
+
     def __init__(
         self,
         config: Verda,

@@ -27,6 +27,7 @@ import zmq
 from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
 from skyward.agent.listen import listen
 from skyward.agent.metrics import MetricsSampler
+from skyward.agent.mounts import Mounts
 from skyward.agent.notices import notices_dir
 from skyward.agent.processes import WorkerProcess, describe_exit
 from skyward.transport import security, wire
@@ -71,6 +72,8 @@ class Supervisor:
         self.client: bytes | None = None
         self.bound_endpoint = ""  # where the frontend listens, as bound (reported in INFO)
         self.cluster: bytes | None = None
+        self.mounts: Mounts | None = None  # the pool's sky.Volumes, once the CLUSTER message named them
+        self.mounts_said = False
         self.started = time.monotonic()
         self.last_heard = time.monotonic()
         self.last_ping = 0.0
@@ -204,12 +207,33 @@ class Supervisor:
                 self._stop("stopped by the pool")
             elif kind == wire.CLUSTER:
                 self.cluster = frames[2]
+                if len(frames) > 3 and self.mounts is None:  # the volumes: for this agent only
+                    self.mounts = Mounts(json.loads(frames[3]))
+                    self.mounts.start()
                 for worker in self.workers.values():
                     self._send_cluster(worker)
 
     def _send_cluster(self, worker: WorkerProcess) -> None:
-        if self.cluster is not None and worker.ready:
+        """The CLUSTER message, once the volumes are up: a worker starts tasks on it."""
+        ready = self.mounts is None or (self.mounts.done.is_set() and self.mounts.error is None)
+        if self.cluster is not None and worker.ready and ready:
             self._send_worker(worker, [wire.CLUSTER, self.cluster])
+
+    def _say_mounts(self) -> None:
+        """Once the volumes are up (or failed): tell the pool, whose open waits for it, and
+        let the workers start; a node whose volumes failed stops."""
+        mounts = self.mounts
+        if mounts is None or self.mounts_said or not mounts.done.is_set():
+            return
+        self.mounts_said = True
+        node = self.config.node
+        if mounts.error is not None:
+            self._notice({"kind": "volumes", "ok": False, "message": f"node {node}: {mounts.error}"})
+            self._stop(f"volumes failed: {mounts.error}")
+            return
+        self._notice({"kind": "volumes", "ok": True, "message": f"node {node}: volumes ready"})
+        for worker in self.workers.values():
+            self._send_cluster(worker)
 
     def _send_worker(self, worker: WorkerProcess, frames: list[bytes]) -> None:
         try:
@@ -340,6 +364,7 @@ class Supervisor:
             self.last_metrics = now
             self._send_client([wire.METRICS, wire.encode_json(self.sampler.sample())])
         self._forward_partial_lines(now)
+        self._say_mounts()
         for worker in list(self.workers.values()):
             if worker.outputs and worker.process.poll() is not None:
                 self._on_worker_exit(worker)  # died without closing its pipes (a grandchild holds them)
@@ -384,6 +409,9 @@ class Supervisor:
                 worker.process.wait()
             self._flush_output(worker)
             worker.close_pipes()
+        if self.mounts is not None:  # after the workers: a synced volume uploads what they wrote
+            for problem in self.mounts.close():
+                self._notice({"kind": "volumes-close", "message": f"node {self.config.node}: {problem}"})
         self._send_client([wire.BYE])
         if self.auth is not None:
             self.auth.stop()

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from skyward.agent.notices import NoticeKind
 from skyward.api.fleet_state import FleetState
 from skyward.api.spec import PoolSpec
+from skyward.api.volume_reports import VolumeReports
 from skyward.cost import CostLedger, PricedInstance
 from skyward.events import (
     BootstrapCompleted,
@@ -46,6 +47,7 @@ from skyward.secrets import redact, secret_values
 from skyward.transport import wire
 from skyward.transport.handshake import NodeIdentity
 from skyward.transport.links import NodeInfo
+from skyward.volume import volume_secrets
 
 COST_UPDATE_INTERVAL = 10.0
 """Seconds between two ``CostUpdate`` events: often enough for a live display's total,
@@ -154,7 +156,7 @@ class Fleet:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._spec = spec
-        self._secrets = secret_values(spec.image.env)  # redacted from what nodes forward
+        self._secrets = secret_values(spec.image.env, volume_secrets(spec.volumes))  # redacted from what nodes say
         self._driver = driver
         self._identities = identities  # None: replacements keep their node's key, unchecked
         self._provider_name = provider_name
@@ -171,6 +173,7 @@ class Fleet:
             self._ledger = self._ledger.start(_priced(handle), 0.0)
         self._link: NodeLink | None = None
         self._cluster: list[bytes] = []
+        self.volume_reports = VolumeReports()
         self._started_at = 0.0
         self._timer: threading.Timer | None = None
         self._on_leaving: Callable[[int, NodeHandle, str], None] | None = None
@@ -366,6 +369,11 @@ class Fleet:
                 self._emit(Notice(message=f"node {node}: worker {payload['worker']} restarted and ready"))
             elif notice == NoticeKind.INTERRUPTION:
                 self.on_interruption(node, handle, str(payload.get("message")))
+            elif notice == "volumes":
+                message = redact(str(payload.get("message")), self._secrets)
+                self.volume_reports.record(node, payload.get("ok") is True, message)
+                if payload.get("ok") is not True:
+                    self._emit(Error(message=message, instance_id=handle.instance_id))
             elif notice == NoticeKind.REBALANCE:
                 self._emit(Notice(message=f"node {node} ({handle.instance_id}): {payload.get('message')}"))
             else:

@@ -33,13 +33,22 @@ from skyward.api.options import PoolOptions
 from skyward.api.scaler import Scaler, client_healing
 from skyward.api.spec import PoolSpec, build_spec
 from skyward.api.user_data import NodeUserData, plugin_steps
-from skyward.errors import ConfigurationError, ProvisioningError, UnavailableError, VersionMismatchError
+from skyward.errors import ConfigurationError, ProvisioningError, UnavailableError, VersionMismatchError, VolumeError
 from skyward.events import CandidateFailed, InfraCreated, InfraCreating, Notice
 from skyward.image import CLIENT_PYTHON
 from skyward.plugins.registry import registry
 from skyward.providers import rules
 from skyward.providers.baking import Bakes
-from skyward.providers.protocol import ElasticNodes, EventSink, NodeHandle, ProviderDriver, SpotMarket, VolumeMounts
+from skyward.providers.protocol import (
+    CONTAINERS_HAVE_NO_FUSE,
+    ElasticNodes,
+    EventSink,
+    FuseMounts,
+    NodeHandle,
+    ProviderDriver,
+    SpotMarket,
+    VolumeMounts,
+)
 from skyward.providers.settings import ProviderSettings, settings_of, third_party_hosts
 from skyward.scaling import Nodes
 from skyward.secrets import resolve_env
@@ -50,6 +59,7 @@ from skyward.transport.links import NodeInfo
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads
 from skyward.transport.security import PoolKeys
+from skyward.volume import Volume
 from skyward.wheels.cache import OfferedWheels
 
 
@@ -70,9 +80,19 @@ class Candidate:
 def common_rules(provider_name: str, driver: ProviderDriver, spec: PoolSpec) -> str | None:
     """The rules every provider shares (skyward.providers.rules); returns the Notice
     a pool that runs on-demand instead of spot says when it opens."""
-    rules.unmounted_volumes(provider_name, spec.volumes, isinstance(driver, VolumeMounts))
+    plugin_volumes = [v for v in spec.volumes if not isinstance(v, Volume)]  # sky.Volume: every provider
+    rules.unmounted_volumes(provider_name, plugin_volumes, isinstance(driver, VolumeMounts))
+    mounted = [v for v in spec.volumes if isinstance(v, Volume) and v.mode == "mount"]
+    if mounted:
+        why = driver.fuse_unavailable(spec) if isinstance(driver, FuseMounts) else CONTAINERS_HAVE_NO_FUSE
+        if why is not None:
+            raise ConfigurationError(
+                f"ComputePool(volume=...): {mounted[0]!r} cannot be mounted on the {provider_name} provider: {why}. "
+                "Use Volume(..., mode='sync') instead: the prefix is downloaded before the first task and, "
+                "unless read_only, uploaded when the node stops"
+            )
     if isinstance(driver, VolumeMounts):
-        for volume in spec.volumes:
+        for volume in plugin_volumes:
             if not driver.mounts(volume):
                 raise ConfigurationError(
                     f"ComputePool(volume=...): the {provider_name} provider cannot mount {volume!r}"
@@ -356,9 +376,24 @@ class Launcher:
             "env": resolve_env(candidate.spec.image.env),
         }
         frames = [wire.CLUSTER, wire.encode_json(cluster)]
+        volumes = [v.node_spec() for v in candidate.spec.volumes if isinstance(v, Volume)]
+        if volumes:  # for the agents alone (they mount, then pass the rest to their workers)
+            frames.append(wire.encode_json(volumes))
         fleet.set_cluster(frames)
         client.broadcast_control(frames)
+        if volumes:
+            self._await_volumes(fleet, [n.node for n in handles], float(candidate.settings.bootstrap_timeout))
         return list(infos)
+
+    def _await_volumes(self, fleet: Fleet, nodes: list[int], timeout: float) -> None:
+        """Every node mounted (or downloaded) its volumes, or the open fails with the
+        first node's reason (the pool then tears down what it made)."""
+        failed = fleet.volume_reports.wait(nodes, timeout)
+        if failed:
+            raise VolumeError(
+                "sky.Volume: " + "; ".join(failed[n] for n in sorted(failed))
+                + " (check the bucket, the prefix and the storage's keys: `skyward doctor` tries them from here)"
+            )  # fmt: skip
 
     def _bake_if_asked(self, candidate: Candidate, fleet: Fleet) -> None:
         """``Image(bake=True)``: once every agent has answered, a provider that bakes

@@ -1,4 +1,4 @@
-"""The core's own plugin: the Local provider, the core accelerator catalog (NVIDIA, AWS
+"""The core's own plugin: the Local provider, sky.Volume, the core accelerator catalog (NVIDIA, AWS
 silicon, Google TPUs, AMD) and the jax, keras and tensorflow distributed backends.
 
 It is registered like any other plugin, through the ``skyward`` entry-point group
@@ -17,11 +17,12 @@ from skyward.accelerators.vendors import CORE_ENTRIES
 from skyward.distributed.backends.jax_backend import jax
 from skyward.distributed.backends.keras_backend import keras
 from skyward.distributed.backends.tensorflow_backend import tensorflow
-from skyward.plugins.contributions import DistributedBackend, ProviderPlugin
+from skyward.plugins.contributions import DistributedBackend, ProviderPlugin, VolumePlugin
 from skyward.plugins.hookspecs import hookimpl
 from skyward.providers.local import Local, LocalDriver
 from skyward.providers.local_tools import TOOLS as LOCAL_TOOLS
 from skyward.providers.resources import ProviderTools
+from skyward.volume import Volume, install_script
 
 
 @hookimpl(trylast=True)
@@ -32,6 +33,13 @@ def skyward_providers() -> Sequence[ProviderPlugin[Local]]:
 @hookimpl(trylast=True)
 def skyward_provider_tools() -> Sequence[ProviderTools]:
     return [LOCAL_TOOLS]
+
+
+@hookimpl(trylast=True)
+def skyward_volumes() -> Sequence[VolumePlugin[Volume]]:
+    # a bucket of any S3-compatible store on every provider; its bootstrap step installs
+    # rclone, and the node's agent mounts once the keys arrive (skyward.volume)
+    return [VolumePlugin(name="bucket", volume_type=Volume, mount_script=install_script)]
 
 
 @hookimpl(trylast=True)

@@ -16,7 +16,7 @@ Settings
 Optional abilities, each a runtime-checkable Protocol
     :class:`SpotMarket`, :class:`SpotReplacement`, :class:`InterruptionNotices`,
     :class:`ReclaimWatch`, :class:`ElasticNodes` (elastic pools, replacing lost nodes),
-    :class:`NodeWatch`, :class:`PortMapping`, :class:`VolumeMounts`,
+    :class:`NodeWatch`, :class:`PortMapping`, :class:`VolumeMounts`, :class:`FuseMounts`,
     :class:`FollowsBootstrap`, :class:`ConsoleOutput`, :class:`Bakes` (with its
     :class:`BakeStore` and :class:`Bakery`); :class:`StoppedNodesBill` (on a config: a
     node whose client is gone stops but bills until deleted; :func:`sweep_advice` and
@@ -77,6 +77,7 @@ from skyward.providers.protocol import (
     ElasticNodes,
     EventSink,
     FollowsBootstrap,
+    FuseMounts,
     InterruptionNotices,
     NodeHandle,
     NodeWatch,
@@ -143,7 +144,7 @@ __all__ = [
     "ProviderSettings", "ProviderTools", "ReclaimWatch", "Removal", "Resource", "ResourceSession", "SpotAlways",
     "SpotIfAvailable", "SpotMarket", "SpotNever", "SpotPercent", "SpotReplacement", "SpotStrategy",
     "StoppedNodesBill",
-    "UserDataFactory", "VolumeMounts", "VolumePlugin",
+    "UserDataFactory", "VolumeMounts", "VolumePlugin", "FuseMounts",
     "bake_key", "baked_resource", "config_for", "credential_check", "current_catalog", "deferred_driver", "fits",
     "format_memory",
     "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",

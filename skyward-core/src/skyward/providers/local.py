@@ -37,6 +37,7 @@ from skyward.providers.local_sweep import Owner, add_keeper, current_owner, swee
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import ProviderSettings
 from skyward.providers.spec import PoolSpec
+from skyward.volume import Volume
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,11 @@ class LocalDriver(Provider[Local]):
             raise ConfigurationError(
                 f"machine={spec.machine!r} is not available on the Local provider: its nodes are this machine"
             )
+        if any(isinstance(v, Volume) for v in spec.volumes) and shutil.which("rclone") is None:
+            raise ConfigurationError(
+                "ComputePool(volume=...): Local nodes mount and sync a sky.Volume with rclone, which is not on this "
+                "machine's PATH; install it (Debian/Ubuntu: apt install rclone fuse3; else https://rclone.org/install/)"
+            )
         workers = spec.max_nodes * spec.workers_per_node  # an elastic pool must fit at its largest
         try:
             check_local_capacity(spec.cpu, spec.memory_mb, workers, os.cpu_count() or 1, _total_memory_mb())
@@ -142,6 +148,17 @@ class LocalDriver(Provider[Local]):
                 f"{error} (the pool may grow to {spec.max_nodes} nodes, sky.Nodes(max={spec.max_nodes}), and the "
                 "Local provider must fit it at that size: lower max or what each worker asks for)"
             ) from error
+
+    def fuse_unavailable(self, spec: PoolSpec) -> str | None:
+        """FuseMounts: each node mounts in a mount namespace of its own (``unshare``), so
+        nodes never see each other's mounts, the machine never sees theirs, and a mount
+        ends with its node however it ends; making one needs root."""
+        if os.geteuid() != 0:
+            return "Local nodes mount in a private mount namespace each, which needs root (run the client as root)"
+        missing = [tool for tool in ("unshare", "fusermount3") if shutil.which(tool) is None]
+        if missing:
+            return f"{' and '.join(missing)} not found on this machine (Debian/Ubuntu: apt install util-linux fuse3)"
+        return None
 
     def visible_devices(self, spec: PoolSpec) -> list[list[str | None]]:
         """CUDA_VISIBLE_DEVICES for each worker of each of the pool's ``spec.max_nodes``
@@ -274,7 +291,7 @@ class LocalDriver(Provider[Local]):
             # Bash reads a pipe a byte at a time, and the agent's stdin is the here-document
             # holding its config, so no worker inherits the rest of the script.
             process = subprocess.Popen(
-                ["bash", "-s"],
+                [*_private_mounts(spec), "bash", "-s"],
                 cwd=work_dir,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -387,6 +404,14 @@ class LocalDriver(Provider[Local]):
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None
+
+
+def _private_mounts(spec: PoolSpec) -> list[str]:
+    """The prefix that starts a node in a mount namespace of its own when it mounts a
+    ``sky.Volume`` (``unshare`` execs bash: the node's pid stays the one we started)."""
+    if any(isinstance(v, Volume) and v.mode == "mount" for v in spec.volumes):
+        return ["unshare", "--mount", "--propagation", "private"]
+    return []
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:

@@ -291,6 +291,25 @@ class VolumeMounts(Protocol):
         ...
 
 
+CONTAINERS_HAVE_NO_FUSE = (
+    "its nodes are containers without FUSE (no /dev/fuse and no CAP_SYS_ADMIN: a marketplace host does not grant them)"
+)
+"""Why a provider without :class:`FuseMounts` cannot mount a ``sky.Volume``."""
+
+
+@runtime_checkable
+class FuseMounts(Protocol):
+    """The provider's nodes may mount FUSE filesystems (a virtual machine; Local as root):
+    ``sky.Volume(mode="mount")`` is possible there. Without it the pool refuses such a
+    volume when it is configured, with :data:`CONTAINERS_HAVE_NO_FUSE`, and points at
+    ``mode="sync"``, which needs no FUSE."""
+
+    def fuse_unavailable(self, spec: PoolSpec) -> str | None:
+        """``None`` when ``spec``'s nodes can mount a ``sky.Volume``; else why not, in a
+        clause that follows "cannot be mounted on the X provider:"."""
+        ...
+
+
 @runtime_checkable
 class FollowsBootstrap(Protocol):
     """The driver reads each node's bootstrap as it runs and emits BootstrapProgress

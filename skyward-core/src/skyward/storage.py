@@ -1,0 +1,187 @@
+"""Where a ``sky.Volume``'s bucket lives: an S3-compatible object store and its keys.
+
+Every preset is an :class:`S3Compatible` with the store's endpoint filled in, because
+every store named here speaks S3's API: Amazon S3, Google Cloud Storage (with HMAC keys,
+its "interoperability" API), Cloudflare R2, Wasabi, Backblaze B2 and DigitalOcean Spaces.
+One client on the node (rclone's ``s3`` backend) then mounts or syncs them all.
+
+The keys are :class:`~skyward.secrets.Secret` values. Given as ``None`` they are read from
+the client's environment when the storage is declared (each preset names its variables),
+so a missing key fails there, before anything is provisioned. They reach a node the way
+a secret does, after the handshake on the pool's encrypted channel, and there they go to
+rclone on a pipe: never into user-data, a file on the node, a process's environment or
+command line, a log or an event.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from skyward.errors import ConfigurationError
+from skyward.secrets import Secret
+
+_ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[^\s]*)?$")
+_REGION = re.compile(r"^[a-z0-9\-]{0,40}$")
+_RCLONE_PROVIDER = re.compile(r"^[A-Za-z]{1,30}$")
+
+
+@dataclass(frozen=True)
+class S3Compatible:
+    """Any store with S3's API at ``endpoint`` (MinIO, Ceph, a preset below).
+
+    ``access_key_id`` / ``secret_access_key``: the keys, as a ``Secret`` or a string; left
+    ``None``, read now from the variables ``key_env`` names (unset is an error)."""
+
+    endpoint: str
+    """The store's S3 endpoint, ``https://...`` (``http://`` for a store on a private network)."""
+    access_key_id: Secret | str | None = field(default=None, repr=False)
+    secret_access_key: Secret | str | None = field(default=None, repr=False)
+    region: str = ""
+    """The region S3 requests are signed for (``""``: the store does not care)."""
+    provider: str = "Other"
+    """rclone's name for the store (its ``s3`` backend adapts a few requests to each)."""
+    key_env: tuple[str, str] = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    """The client's environment variables the keys are read from when not given."""
+    name: str = "s3-compatible"
+    """What errors and the display call the store."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.endpoint, str) or not _ENDPOINT.match(self.endpoint):
+            raise ConfigurationError(
+                f"storage endpoint={self.endpoint!r} is not an http(s) URL such as 'https://s3.example.com'"
+            )
+        if not isinstance(self.region, str) or not _REGION.match(self.region):
+            raise ConfigurationError(
+                f"storage region={self.region!r}: lowercase letters, digits and '-' (e.g. 'us-east-1')"
+            )
+        if not isinstance(self.provider, str) or not _RCLONE_PROVIDER.match(self.provider):
+            raise ConfigurationError(
+                f"storage provider={self.provider!r}: one of rclone's s3 providers, such as 'Other'"
+            )
+        names = ("access_key_id", "secret_access_key")
+        for attribute, variable in zip(names, self.key_env, strict=True):
+            object.__setattr__(self, attribute, _key(self.name, attribute, getattr(self, attribute), variable))
+
+    def __repr__(self) -> str:
+        return f"storage.{self.name}(endpoint={self.endpoint!r})"
+
+    @property
+    def keys(self) -> tuple[Secret, Secret]:
+        """The access key id and the secret key (both resolved at construction)."""
+        key, secret = self.access_key_id, self.secret_access_key
+        assert isinstance(key, Secret) and isinstance(secret, Secret)
+        return key, secret
+
+    def rclone_section(self) -> dict[str, str]:
+        """The keys of an rclone ``[remote]`` section for this store (secrets revealed:
+        only a node's agent reads it, on rclone's stdin)."""
+        key, secret = self.keys
+        section = {
+            "type": "s3",
+            "provider": self.provider,
+            "env_auth": "false",  # never the node's own credentials (an instance role, a stray variable)
+            "access_key_id": key.value,
+            "secret_access_key": secret.value,
+            "endpoint": self.endpoint,
+            "no_check_bucket": "true",  # a key scoped to one bucket may not create or list buckets
+        }
+        if self.region:
+            section["region"] = self.region
+        return section
+
+
+def _key(store: str, attribute: str, value: Secret | str | None, variable: str) -> Secret:
+    if value is None:
+        try:
+            value = Secret.from_env(variable)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"storage.{store}({attribute}=None): {error}; or pass {attribute}=...") from None
+    if isinstance(value, str):
+        value = Secret(value, "literal")
+    if isinstance(value, Secret):
+        if not value.value or any(c in value.value for c in "\r\n"):
+            raise ConfigurationError(f"storage.{store}({attribute}=...): a key is one non-empty line")
+        return value
+    raise ConfigurationError(
+        f"storage.{store}({attribute}=...): give a string or a sky.Secret, not {type(value).__name__}"
+    )
+
+
+def _region(store: str, region: str) -> str:
+    if not isinstance(region, str) or not region or not _REGION.match(region):
+        raise ConfigurationError(f"storage.{store}(region={region!r}): a region name such as the store lists")
+    return region
+
+
+def S3(  # reads as the type it returns, as every preset here does
+    region: str = "us-east-1", access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
+) -> S3Compatible:
+    """Amazon S3 with access keys (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``).
+    On an AWS pool, ``S3Volume`` mounts with the pool's IAM role instead: no keys."""
+    region = _region("S3", region)
+    return S3Compatible(
+        f"https://s3.{region}.amazonaws.com", access_key_id, secret_access_key, region, "AWS",
+        ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), "S3",
+    )  # fmt: skip
+
+
+def GCS(access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None) -> S3Compatible:
+    """Google Cloud Storage through its S3-interoperable XML API, with an HMAC key
+    (``GCS_ACCESS_KEY_ID`` / ``GCS_SECRET_ACCESS_KEY``; Cloud Storage > Settings >
+    Interoperability)."""
+    return S3Compatible(
+        "https://storage.googleapis.com", access_key_id, secret_access_key, "auto", "Other",
+        ("GCS_ACCESS_KEY_ID", "GCS_SECRET_ACCESS_KEY"), "GCS",
+    )  # fmt: skip
+
+
+def R2(
+    account_id: str, access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
+) -> S3Compatible:
+    """Cloudflare R2 of account ``account_id`` (``R2_ACCESS_KEY_ID`` / ``R2_SECRET_ACCESS_KEY``)."""
+    if not isinstance(account_id, str) or not re.fullmatch(r"[0-9a-f]{32}", account_id):
+        raise ConfigurationError(
+            f"storage.R2(account_id={account_id!r}): the 32 hexadecimal digits of your Cloudflare account id"
+        )
+    return S3Compatible(
+        f"https://{account_id}.r2.cloudflarestorage.com", access_key_id, secret_access_key, "auto", "Cloudflare",
+        ("R2_ACCESS_KEY_ID", "R2_SECRET_ACCESS_KEY"), "R2",
+    )  # fmt: skip
+
+
+def Wasabi(
+    region: str = "us-east-1", access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
+) -> S3Compatible:
+    """Wasabi in ``region`` (``WASABI_ACCESS_KEY_ID`` / ``WASABI_SECRET_ACCESS_KEY``)."""
+    region = _region("Wasabi", region)
+    return S3Compatible(
+        f"https://s3.{region}.wasabisys.com", access_key_id, secret_access_key, region, "Wasabi",
+        ("WASABI_ACCESS_KEY_ID", "WASABI_SECRET_ACCESS_KEY"), "Wasabi",
+    )  # fmt: skip
+
+
+def Backblaze(
+    region: str, access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
+) -> S3Compatible:
+    """Backblaze B2's S3 API in ``region`` (``us-west-004``: the bucket's endpoint names
+    it), with an application key (``B2_APPLICATION_KEY_ID`` / ``B2_APPLICATION_KEY``)."""
+    region = _region("Backblaze", region)
+    return S3Compatible(
+        f"https://s3.{region}.backblazeb2.com", access_key_id, secret_access_key, region, "Other",
+        ("B2_APPLICATION_KEY_ID", "B2_APPLICATION_KEY"), "Backblaze",
+    )  # fmt: skip
+
+
+def Spaces(
+    region: str = "nyc3", access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
+) -> S3Compatible:
+    """DigitalOcean Spaces in ``region`` (``SPACES_ACCESS_KEY_ID`` / ``SPACES_SECRET_ACCESS_KEY``)."""
+    region = _region("Spaces", region)
+    return S3Compatible(
+        f"https://{region}.digitaloceanspaces.com", access_key_id, secret_access_key, region, "DigitalOcean",
+        ("SPACES_ACCESS_KEY_ID", "SPACES_SECRET_ACCESS_KEY"), "Spaces",
+    )  # fmt: skip
+
+
+__all__ = ["GCS", "R2", "S3", "Backblaze", "S3Compatible", "Spaces", "Wasabi"]
