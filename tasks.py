@@ -108,8 +108,24 @@ def _in_isolated_netns(cmd: list[str | Path]) -> list[str | Path]:
     return ["unshare", "--net", "--", "sh", "-c", f"ip link set lo up && exec {inner}"]
 
 
+SYSTEM_TOOLS = {"rclone": "rclone", "fusermount3": "fuse3"}  # executable -> Debian package
+"""What the volume tests run besides Python, as a node does: rclone, and FUSE 3's fusermount3."""
+
+
+def ensure_system_tools() -> None:
+    """Install the missing SYSTEM_TOOLS with apt-get (root on Debian/Ubuntu), or say how."""
+    missing = sorted({package for tool, package in SYSTEM_TOOLS.items() if shutil.which(tool) is None})
+    if not missing:
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise SystemExit(f"the volume tests need {', '.join(missing)}: install them (apt install {' '.join(missing)})")
+    run("apt-get", "update", "-q")
+    run("apt-get", "install", "-y", "-q", *missing)
+
+
 def test(extra: list[str]) -> int:
     ensure_venv("dev")
+    ensure_system_tools()
     env = dict(os.environ, PYTHONHASHSEED="0", SKYWARD_TEST_NETNS="")
     # two workers (pytest-xdist): the suite is safe in parallel (free ports, temporary
     # directories, a namespace per run); on CI's 2-core machine this took the two passes

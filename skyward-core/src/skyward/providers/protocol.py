@@ -292,7 +292,8 @@ class VolumeMounts(Protocol):
 
 
 CONTAINERS_HAVE_NO_FUSE = (
-    "its nodes are containers without FUSE (no /dev/fuse and no CAP_SYS_ADMIN: a marketplace host does not grant them)"
+    "its nodes are containers started without /dev/fuse or CAP_SYS_ADMIN (the marketplace's create API has no "
+    "field that asks for either), so FUSE cannot mount there"
 )
 """Why a provider without :class:`FuseMounts` cannot mount a ``sky.Volume``."""
 
