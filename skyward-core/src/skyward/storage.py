@@ -184,4 +184,33 @@ def Spaces(
     )  # fmt: skip
 
 
-__all__ = ["GCS", "R2", "S3", "Backblaze", "S3Compatible", "Spaces", "Wasabi"]
+PRESETS = ("s3", "gcs", "r2", "wasabi", "backblaze", "spaces", "s3-compatible")
+"""The stores :func:`named` knows (``skyward doctor --storage``)."""
+
+
+def named(
+    name: str, region: str | None = None, account_id: str | None = None, endpoint: str | None = None
+) -> S3Compatible:
+    """The preset called ``name`` (one of :data:`PRESETS`), keys from its variables."""
+    if name == "s3-compatible":
+        if not endpoint:
+            raise ConfigurationError("storage 's3-compatible' needs an endpoint (--endpoint https://...)")
+        return S3Compatible(endpoint, region=region or "")
+    if endpoint:
+        raise ConfigurationError(f"storage {name!r} has its own endpoint; --endpoint goes with 's3-compatible'")
+    if name == "r2":
+        return R2(account_id or "")
+    if account_id:
+        raise ConfigurationError(f"storage {name!r} takes no account id; --account-id goes with 'r2'")
+    if name == "gcs":
+        return GCS()
+    if name == "backblaze":
+        return Backblaze(region or "")  # its endpoint names the region: no default
+    defaults = {"s3": "us-east-1", "wasabi": "us-east-1", "spaces": "nyc3"}
+    if name not in defaults:
+        raise ConfigurationError(f"storage {name!r} is not known; one of {', '.join(PRESETS)}")
+    regional = {"s3": S3, "wasabi": Wasabi, "spaces": Spaces}
+    return regional[name](region or defaults[name])
+
+
+__all__ = ["GCS", "PRESETS", "R2", "S3", "Backblaze", "S3Compatible", "Spaces", "Wasabi", "named"]

@@ -44,6 +44,7 @@ from skyward.offer_table import query
 from skyward.plugins.registry import get_plugin_manager
 from skyward.providers.cloud.reaping import doomed_resources
 from skyward.providers.resources import ProviderTools, Removal, Resource, ResourceSession
+from skyward.storage import PRESETS, named
 from skyward.version import __version__
 
 BAD_INPUT = 2
@@ -609,14 +610,36 @@ def make_app(
         guarded(body, as_json, {"offers": [], "needs_account": []})
 
     @app.command("doctor", cls=command_class)
-    def doctor(provider: ProviderOption = None, as_json: JsonOption = False) -> None:
-        """What is ready (Local first), what is not set up, what is broken and how to fix it.
-        Exits 1 only when something is broken."""
+    def doctor(
+        provider: ProviderOption = None,
+        bucket: Annotated[
+            str | None,
+            typer.Option(
+                "--bucket", metavar="NAME[/PREFIX]", help="Also list this volume's bucket with its storage's keys."
+            ),
+        ] = None,
+        storage: Annotated[
+            str,
+            typer.Option("--storage", metavar="STORE", help=f"With --bucket: {', '.join(PRESETS)} (default s3)."),
+        ] = "s3",
+        region: Annotated[str | None, typer.Option("--region", help="With --bucket: the store's region.")] = None,
+        account_id: Annotated[str | None, typer.Option("--account-id", help="With --storage r2.")] = None,
+        endpoint: Annotated[str | None, typer.Option("--endpoint", help="With --storage s3-compatible.")] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """What is ready (Local first), what is not set up, what is broken and how to fix it;
+        with --bucket, whether a sky.Volume's bucket answers to its storage's keys (read from
+        the variables each store names, as sky.storage does). Exits 1 only when something is broken."""
 
         def body() -> None:
+            volume = doctoring.bucket_entry(bucket, named(storage, region, account_id, endpoint)) if bucket else None
             opened = open_each(settings.chosen(provider), settings.open)
             ask = settings.address or doctoring._default_lookup
             report = doctoring.diagnose(opened, ask, settings.now)
+            if volume is not None:
+                report["volumes"] = [volume]
+                if not volume["ok"]:
+                    report["fixes"].append(f"volume {volume['detail']}")
             if as_json:
                 settings.emit_json({**report, "errors": report["fixes"]})
             else:

@@ -26,12 +26,15 @@ from skyward.cli import sweep as sweeper
 from skyward.cli.opening import Opened, State
 from skyward.errors import SkywardError
 from skyward.plugins.registry import get_plugin_manager
+from skyward.providers import buckets
 from skyward.providers.checks import AccountCheck, AccountChecks
 from skyward.providers.cloud.addresses import discover_client_address, firewall_source, one_lookup_per_url
 from skyward.providers.cloud.settings import DEFAULT_ADDRESS_URL
 from skyward.providers.reachability import unreachable
 from skyward.providers.resources import AddressSource
 from skyward.providers.sweeping import read_marker
+from skyward.storage import S3Compatible
+from skyward.storage_probe import check_bucket
 
 ADDRESS_TIMEOUT = 5.0  # seconds: an offline machine must not hold doctor up
 
@@ -96,6 +99,14 @@ def provider_entry(item: Opened, fixes: list[str]) -> dict[str, Any]:
             offline = unreachable(error)
             fixes.append(f"{item.name}: {offline or error}")
     return entry
+
+
+def bucket_entry(bucket: str, storage: S3Compatible) -> dict[str, Any]:
+    """``--bucket NAME[/PREFIX]`` listed with ``storage`` (one signed request, from here)."""
+    name, _, prefix = bucket.partition("/") if "://" not in bucket else (bucket, "", "")  # a URL: refused whole
+    buckets.bucket_name("--bucket {!r}", name)
+    check = check_bucket(storage, name, buckets.key_prefix("--bucket prefix {!r}", prefix))
+    return {"bucket": bucket, "storage": storage.name, "ok": check.ok, "detail": check.detail}
 
 
 def diagnose(
@@ -167,6 +178,9 @@ def print_diagnosis(out: Console, report: Mapping[str, Any]) -> None:
         f"{render.size_text(report['cache_size'])}",
         highlight=False,
     )
+    for volume in report.get("volumes", ()):
+        mark = "ok" if volume["ok"] else "FAIL"
+        out.print(f"volume {mark} {volume['detail']}", highlight=False, markup=False)
     for line in sweeper.status_lines(report["sweep"]):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if report["fixes"]:
