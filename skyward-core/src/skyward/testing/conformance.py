@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -163,6 +165,14 @@ class UsesNoCredential(Protocol):
 @compute
 def _where(x: int) -> tuple[int, int]:
     return x * x, skyward.instance_info().node
+
+
+_SECRET_VARIABLE = "SKYWARD_CONFORMANCE_SECRET"
+
+
+@compute
+def _secret_env() -> str | None:
+    return os.environ.get(_SECRET_VARIABLE)
 
 
 def lifecycle_order_problems(events: Sequence[object], nodes: int) -> list[str]:
@@ -397,9 +407,17 @@ class ProviderConformance(ElasticConformance):
     ) -> None:
         caplog.set_level(logging.DEBUG)  # every record, whatever the application configured
         events: list[object] = []
-        with self._pool(cloud, events) as pool:
+        token = f"conformance-secret-{uuid.uuid4().hex}"  # a user's sky.Secret: the workers' env alone
+        with skyward.ComputePool(
+            provider=cloud.config(), nodes=self.nodes, display="quiet", on_event=events.append,
+            env={_SECRET_VARIABLE: skyward.Secret(token)},
+        ) as pool:  # fmt: skip
             assert (_where(1) >> pool)[0] == 1
+            assert (_secret_env() >> pool) == token
             scripts = list(cloud.user_data())  # while they exist: teardown may delete them
+        assert scripts, "the provider under test reports no user-data"
+        assert not any(token in script for script in scripts), "an env sky.Secret is in a node's user-data"
+        assert not any(token in repr(event) for event in events), "an env sky.Secret is in an event"
         secrets = [s for s in cloud.secrets() if s]
         if not secrets:
             if isinstance(cloud, UsesNoCredential):
