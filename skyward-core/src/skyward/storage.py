@@ -114,16 +114,29 @@ def _region(store: str, region: str) -> str:
     return region
 
 
+def _regional(
+    name: str, region: str, endpoint: str, provider: str, key_env: tuple[str, str],
+    key: Secret | str | None, secret: Secret | str | None,
+) -> S3Compatible:  # fmt: skip
+    """A store whose endpoint names its region (``endpoint`` holds ``{region}``)."""
+    region = _region(name, region)
+    return S3Compatible(endpoint.format(region=region), key, secret, region, provider, key_env, name)
+
+
 def S3(  # reads as the type it returns, as every preset here does
     region: str = "us-east-1", access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
 ) -> S3Compatible:
     """Amazon S3 with access keys (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``).
     On an AWS pool, ``S3Volume`` mounts with the pool's IAM role instead: no keys."""
-    region = _region("S3", region)
-    return S3Compatible(
-        f"https://s3.{region}.amazonaws.com", access_key_id, secret_access_key, region, "AWS",
-        ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), "S3",
-    )  # fmt: skip
+    return _regional(
+        "S3",
+        region,
+        "https://s3.{region}.amazonaws.com",
+        "AWS",
+        ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+        access_key_id,
+        secret_access_key,
+    )
 
 
 def GCS(access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None) -> S3Compatible:
@@ -154,11 +167,15 @@ def Wasabi(
     region: str = "us-east-1", access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
 ) -> S3Compatible:
     """Wasabi in ``region`` (``WASABI_ACCESS_KEY_ID`` / ``WASABI_SECRET_ACCESS_KEY``)."""
-    region = _region("Wasabi", region)
-    return S3Compatible(
-        f"https://s3.{region}.wasabisys.com", access_key_id, secret_access_key, region, "Wasabi",
-        ("WASABI_ACCESS_KEY_ID", "WASABI_SECRET_ACCESS_KEY"), "Wasabi",
-    )  # fmt: skip
+    return _regional(
+        "Wasabi",
+        region,
+        "https://s3.{region}.wasabisys.com",
+        "Wasabi",
+        ("WASABI_ACCESS_KEY_ID", "WASABI_SECRET_ACCESS_KEY"),
+        access_key_id,
+        secret_access_key,
+    )
 
 
 def Backblaze(
@@ -166,22 +183,30 @@ def Backblaze(
 ) -> S3Compatible:
     """Backblaze B2's S3 API in ``region`` (``us-west-004``: the bucket's endpoint names
     it), with an application key (``B2_APPLICATION_KEY_ID`` / ``B2_APPLICATION_KEY``)."""
-    region = _region("Backblaze", region)
-    return S3Compatible(
-        f"https://s3.{region}.backblazeb2.com", access_key_id, secret_access_key, region, "Other",
-        ("B2_APPLICATION_KEY_ID", "B2_APPLICATION_KEY"), "Backblaze",
-    )  # fmt: skip
+    return _regional(
+        "Backblaze",
+        region,
+        "https://s3.{region}.backblazeb2.com",
+        "Other",
+        ("B2_APPLICATION_KEY_ID", "B2_APPLICATION_KEY"),
+        access_key_id,
+        secret_access_key,
+    )
 
 
 def Spaces(
     region: str = "nyc3", access_key_id: Secret | str | None = None, secret_access_key: Secret | str | None = None
 ) -> S3Compatible:
     """DigitalOcean Spaces in ``region`` (``SPACES_ACCESS_KEY_ID`` / ``SPACES_SECRET_ACCESS_KEY``)."""
-    region = _region("Spaces", region)
-    return S3Compatible(
-        f"https://{region}.digitaloceanspaces.com", access_key_id, secret_access_key, region, "DigitalOcean",
-        ("SPACES_ACCESS_KEY_ID", "SPACES_SECRET_ACCESS_KEY"), "Spaces",
-    )  # fmt: skip
+    return _regional(
+        "Spaces",
+        region,
+        "https://{region}.digitaloceanspaces.com",
+        "DigitalOcean",
+        ("SPACES_ACCESS_KEY_ID", "SPACES_SECRET_ACCESS_KEY"),
+        access_key_id,
+        secret_access_key,
+    )
 
 
 PRESETS = ("s3", "gcs", "r2", "wasabi", "backblaze", "spaces", "s3-compatible")
