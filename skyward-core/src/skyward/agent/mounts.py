@@ -30,6 +30,8 @@ from typing import IO
 MOUNT_TIMEOUT = 60.0
 """Seconds a FUSE mount may take to appear (rclone mounts in about a second; a store that
 does not answer makes it wait for its own timeouts)."""
+CLOSE_WAIT = 5.0
+"""Seconds a stopping node waits for volumes still coming up before it kills their rclone."""
 _REMOTE = "skyward"
 
 
@@ -53,6 +55,7 @@ class Mounts:
         self.done = threading.Event()
         self.error: str | None = None
         self._mounted: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._running: subprocess.Popen[bytes] | None = None  # the rclone started last
 
     def start(self) -> None:
         threading.Thread(target=self._bring_up, name="skyward-volumes", daemon=True).start()
@@ -65,8 +68,8 @@ class Mounts:
                     self._copy(spec, down=True)
                 else:
                     self._mount(spec)
-        except (OSError, RuntimeError) as error:
-            self.error = str(error)
+        except Exception as error:  # whatever it was, the pool must hear of it (a silent thread would mean "ready")
+            self.error = str(error) if isinstance(error, OSError | RuntimeError) else f"{type(error).__name__}: {error}"
         finally:
             self.done.set()
 
@@ -82,10 +85,12 @@ class Mounts:
         try:
             os.write(config, rclone_config(remote).encode())
             os.lseek(config, 0, os.SEEK_SET)
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 [self.rclone, *args, "--config", "/dev/stdin"],
                 stdin=config, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_environment(),
             )  # fmt: skip
+            self._running = process
+            return process
         finally:
             os.close(config)
 
@@ -116,7 +121,9 @@ class Mounts:
     def close(self) -> list[str]:
         """Upload what a writable synced volume holds, then unmount every mount; returns
         the problems met (the node is stopping: each is said, none stops the rest)."""
-        self.done.wait()
+        if not self.done.wait(CLOSE_WAIT) and self._running is not None:
+            self._running.kill()  # a download still going when the node stops: nobody will read it
+            self.done.wait()
         problems: list[str] = []
         if self.error is None:
             for spec in self.specs:
