@@ -29,6 +29,8 @@ from skyward.agent.listen import listen
 from skyward.agent.metrics import MetricsSampler
 from skyward.agent.notices import notices_dir
 from skyward.agent.processes import WorkerProcess, describe_exit
+from skyward.files import receiver
+from skyward.home import skyward_home
 from skyward.transport import security, wire
 from skyward.version import __version__
 
@@ -82,6 +84,9 @@ class Supervisor:
         # here, one JSON object per file; the agent forwards them to the pool.
         self.notices = Path(notices_dir(config.run_dir, config.node))
         self.last_notice_scan = 0.0
+        # the project's files (Image(includes=...)): the node's store, this node's tree
+        workdir = Path(config.run_dir) / f"files-node-{config.node}-{config.instance_id or os.getpid()}"
+        self.files = receiver.FileReceiver(skyward_home(), workdir)
 
     @property
     def _who(self) -> str:
@@ -202,8 +207,10 @@ class Supervisor:
                 self._send_client([wire.INFO, wire.encode_json(self._info())])
             elif kind == wire.STOP:
                 self._stop("stopped by the pool")
+            elif kind in receiver.KINDS:
+                self._send_client(self.files.handle(frames[1:]))
             elif kind == wire.CLUSTER:
-                self.cluster = frames[2]
+                self.cluster = self.files.cluster(frames[2])
                 for worker in self.workers.values():
                     self._send_cluster(worker)
 
@@ -385,6 +392,7 @@ class Supervisor:
             self._flush_output(worker)
             worker.close_pipes()
         self._send_client([wire.BYE])
+        self.files.close()
         if self.auth is not None:
             self.auth.stop()
         self.frontend.close(linger=1000)
