@@ -102,7 +102,8 @@ def test_a_second_pool_sends_no_blob_and_a_changed_file_sends_only_itself(
     for change in (None, None, b"x,y\n9,9\n"):
         if change is not None:
             (root / "data" / "train.csv").write_bytes(change)
-        with sky.ComputePool(provider=sky.Local(), image=image, display="quiet") as pool:
+        # tcp: the files travel under CURVE, as to a cloud node
+        with sky.ComputePool(provider=sky.Local(transport="tcp"), image=image, display="quiet") as pool:
             assert read_relative("data/train.csv") >> pool == (root / "data" / "train.csv").read_text()
             files = pool.files
             assert files is not None
