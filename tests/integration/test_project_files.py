@@ -4,7 +4,9 @@ by content, over the pool's channel, and tasks run in a copy of the working dire
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import threading
 from pathlib import Path
 
 import psutil
@@ -12,7 +14,7 @@ import pytest
 
 import skyward as sky
 from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.events import InfraCreating, InstanceProvisioned, SkywardEvent
+from skyward.events import InfraCreating, InstanceProvisioned, NodeAdded, SkywardEvent
 
 
 @sky.compute
@@ -113,6 +115,32 @@ def test_a_second_pool_sends_no_blob_and_a_changed_file_sends_only_itself(
     assert first[:2] == (8000 + sum(len((root / p).read_bytes()) for p in shipped[1:]), 4)
     assert again == (0, 0, first[2])  # the same files: nothing crossed the wire
     assert changed[:2] == (len(b"x,y\n9,9\n"), 1) and changed[2] != first[2]  # only the changed file
+
+
+@sky.compute
+def agent_pid_and_file(path: str) -> tuple[int, str]:
+    return os.getppid(), Path(path).read_text()
+
+
+def test_a_replacement_node_gets_the_files_before_its_first_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    replaced = threading.Event()
+
+    def on_event(event: SkywardEvent) -> None:
+        if isinstance(event, NodeAdded) and event.reason == "replacement":
+            replaced.set()
+
+    image = sky.Image(includes=["configs/model.yaml"])
+    with sky.ComputePool(provider=sky.Local(), nodes=2, image=image, display="quiet", on_event=on_event) as pool:
+        before = agent_pid_and_file("configs/model.yaml") @ pool
+        os.kill(before[1][0], signal.SIGKILL)  # node 1's agent; its workers go with it
+        assert replaced.wait(60), "node 1 was not replaced"
+        after = agent_pid_and_file("configs/model.yaml") @ pool
+    assert after[1][0] != before[1][0]  # a new agent, which received the files before its task
+    assert [text for _, text in after] == ["layers: 3\n"] * 2
 
 
 def test_an_include_that_matches_nothing_fails_the_open_naming_it_before_anything_is_provisioned(
