@@ -1,8 +1,8 @@
 """Which files ``Image(includes=..., excludes=...)`` names, ``.gitignore`` rules respected.
 
 Includes are globs relative to the client's working directory: ``*`` and ``?`` stay in
-one path component, ``**`` crosses any number, and a pattern ending in ``/`` is that
-directory with everything below it. Excludes and ``.gitignore`` files use git's own rules
+one path component, ``**`` crosses any number, and a pattern that names a directory
+(``configs/``, ``configs``, ``*``) ships everything below it; ``.`` is the whole directory. Excludes and ``.gitignore`` files use git's own rules
 (``pathspec``'s ``GitIgnoreSpec``): every ``.gitignore`` on the way down counts, a deeper
 one overrides a shallower one, and a directory git ignores is not entered (git cannot
 re-include a file below it either). ``excludes`` apply last, over every ``.gitignore``;
@@ -65,8 +65,16 @@ def check_patterns(value: object, what: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _normal(pattern: str) -> str:
+    """An include without its leading ``./``; ``.`` (the whole directory) is ``**``."""
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    return "**" if pattern in ("", ".") else pattern
+
+
 def _walk_base(pattern: str) -> str:
     """The directory an include is confined to: its leading components without a glob."""
+    pattern = _normal(pattern)
     parts = PurePosixPath(pattern).parts
     base: list[str] = []
     for part in parts[:-1] if not pattern.endswith("/") else parts:
@@ -78,7 +86,7 @@ def _walk_base(pattern: str) -> str:
 
 def _include_spec(includes: Sequence[str]) -> pathspec.GitIgnoreSpec:
     # anchored at the root: "*.json" means the top directory's, as a glob does
-    return pathspec.GitIgnoreSpec.from_lines(["/" + p.removeprefix("./") for p in includes])
+    return pathspec.GitIgnoreSpec.from_lines(["/" + _normal(p) for p in includes])
 
 
 @dataclass(frozen=True, slots=True)
