@@ -2,8 +2,9 @@
 
 Includes are globs relative to the client's working directory: ``*`` and ``?`` stay in
 one path component, ``**`` crosses any number, and a pattern that names a directory
-(``configs/``, ``configs``, ``*``) ships everything below it; ``.`` is the whole directory. Excludes and ``.gitignore`` files use git's own rules
-(``pathspec``'s ``GitIgnoreSpec``): every ``.gitignore`` on the way down counts, a deeper
+(``configs/``, ``configs``, ``*``) ships everything below it; ``.`` is the whole
+directory. Excludes and ``.gitignore`` files use git's own rules (``pathspec``'s
+``GitIgnoreSpec``): every ``.gitignore`` on the way down counts, a deeper
 one overrides a shallower one, and a directory git ignores is not entered (git cannot
 re-include a file below it either). ``excludes`` apply last, over every ``.gitignore``;
 ``.git/`` is never shipped. A symlink that an include reaches is refused (its target may
