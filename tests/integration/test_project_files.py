@@ -197,6 +197,7 @@ def test_a_node_that_cannot_store_the_files_fails_the_open_and_nothing_is_left_r
         ({"includes": ["../secrets"]}, r"includes=\['../secrets'\]\): '..' would reach outside"),
         ({"includes": ["data/../../x"]}, r"'..' would reach outside"),
         ({"includes": [3]}, r"includes=...\) items must be non-empty strings"),
+        ({"includes": b""}, r"includes=b''\) takes a list"),
         ({"includes": [""]}, r"items must be non-empty strings"),
         ({"includes": ["x"], "excludes": ["/abs"]}, r"excludes=\['/abs'\]\): patterns are relative"),
         ({"excludes": ["*.pyc"]}, r"excludes=\['\*.pyc'\]\) without includes"),

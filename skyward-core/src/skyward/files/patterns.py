@@ -37,7 +37,7 @@ def check_patterns(value: object, what: str) -> tuple[str, ...]:
     ``ConfigurationError`` naming the parameter and the fix for anything else."""
     if value is None:
         return ()
-    if isinstance(value, str) or not isinstance(value, Sequence):
+    if isinstance(value, str | bytes | bytearray | memoryview) or not isinstance(value, Sequence):
         raise ConfigurationError(
             f"Image({what}={value!r}) takes a list of glob patterns relative to the working directory, "
             f"e.g. {what}=['data/*.csv', 'configs/']"
