@@ -18,6 +18,7 @@ from skyward.errors import ConfigurationError
 from skyward.files.manifest import CHUNK, Entry, Manifest, build_manifest, hash_file
 from skyward.files.patterns import check_patterns, manifest_of, select
 from skyward.files.store import BlobStore, place
+from skyward.image import Image
 
 _NAMES = st.sampled_from(["x", "y", "keep"])
 _EXTS = st.sampled_from(["csv", "tmp", "log"])
@@ -236,3 +237,9 @@ def test_a_deeper_gitignore_overrides_a_shallower_one_and_an_ignored_directory_i
         assert select(root, ["**"], ()).files == (
             ".gitignore", "a/.gitignore", "a/b/.gitignore", "a/b/keep.tmp", "a/keep.tmp",
         )  # fmt: skip
+
+
+def test_an_image_s_includes_survive_the_pool_s_pip_and_env_and_stay_out_of_its_cache_key() -> None:
+    image = Image(includes=["data/"], excludes=["*.tmp"]).with_pip("numpy").with_env(A="b")
+    assert (image.includes, image.excludes, image.pip) == (("data/",), ("*.tmp",), ("numpy",))
+    assert image.content_hash() == Image(pip=["numpy"]).content_hash()
