@@ -175,7 +175,7 @@ PARAMETERS: list[Parameter] = [
         "provider image nodes machine accelerator cpu memory volume spot timeout env concurrency display "
         "on_event collect_metrics pip safe_results allow_results",
     ),
-    *_params("Image", _image, "python pip pip_extra_index_url apt env"),
+    *_params("Image", _image, "python pip pip_extra_index_url apt env includes excludes"),
     *_params("Local", _local_config, "transport grace_period bootstrap_timeout"),
     # The dataclass itself checks only its shape (the factories check against the catalog).
     *_params("Accelerator", _accelerator, "count mig"),

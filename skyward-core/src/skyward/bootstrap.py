@@ -327,7 +327,8 @@ def render_bootstrap(image: Image, ttl: int, ctx: BootstrapContext) -> str:
             f"{body}\n"
             'shutdown -h now "skyward: the agent exited" >/dev/null 2>&1 || poweroff'
         )
-    agent_env += f"\nexport {STEPS_ENV}"
+    # the agent's content store of the project's files is $SKYWARD_HOME/files (skyward.files)
+    agent_env += f"\nexport {STEPS_ENV} SKYWARD_HOME"
     # image.env is not here: it reaches the workers after the handshake (skyward.secrets)
     parts.append(_section("server", f"{_check(image)}\n{agent_env}\n{run_agent}"))
     return "\n".join(parts) + "\n"

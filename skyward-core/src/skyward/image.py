@@ -8,16 +8,20 @@ plugin steps (volumes ...), a version check, then ``exec`` the agent.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skyward.bootstrap import CLIENT_PYTHON, render_bootstrap
 from skyward.errors import ConfigurationError
+from skyward.files.manifest import Manifest
+from skyward.files.patterns import check_patterns, manifest_of
 from skyward.secrets import EnvValue, Secret
 
 if TYPE_CHECKING:
@@ -76,6 +80,16 @@ class Image:
     bake: bool = False
     """Save a bootstrapped node as a machine image and start later pools of this image from it (AWS; opt-in,
     since the image bills for its storage)."""
+    includes: Sequence[str] = ()
+    """The project's files every node gets, as glob patterns relative to the working directory the pool
+    opens in (``"data/*.csv"``, ``"configs/"``: that directory and everything below, ``"**/*.json"``).
+    Tasks run in a copy of that directory, so ``open("data/train.csv")`` works there as here.
+    ``.gitignore`` files are respected, ``.git/`` never ships, symbolic links are refused. They travel
+    by content over the pool's encrypted channel; a file a node already has is not sent again. Not part
+    of ``content_hash()``: a changed data file never rebuilds the environment (``files_hash()`` names them)."""
+    excludes: Sequence[str] = ()
+    """Files to leave out of ``includes``, as ``.gitignore`` lines (``"*.pyc"``, ``"data/raw/"``),
+    applied after every ``.gitignore``."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.bake, bool):
@@ -100,6 +114,13 @@ class Image:
                     "(names are letters, digits and _, values are strings or skyward.Secret)"
                 )
         object.__setattr__(self, "env", dict(sorted(self.env.items())))
+        object.__setattr__(self, "includes", check_patterns(self.includes, "includes"))
+        object.__setattr__(self, "excludes", check_patterns(self.excludes, "excludes"))
+        if self.excludes and not self.includes:
+            raise ConfigurationError(
+                f"Image(excludes={list(self.excludes)!r}) without includes ships nothing to leave out of: "
+                "add includes=[...] (the files to ship), or drop excludes"
+            )
         if self.pip_extra_index_url is not None and (
             not isinstance(self.pip_extra_index_url, str)
             or not self.pip_extra_index_url.startswith(("http://", "https://", "file://"))
@@ -114,13 +135,13 @@ class Image:
     def with_pip(self, *packages: str) -> Image:
         """A copy with more pip packages (duplicates dropped, order kept)."""
         merged = tuple(dict.fromkeys((*self.pip, *_as_tuple(packages, "pip"))))
-        return Image(self.python, merged, self.pip_extra_index_url, self.apt, self.env, self.bake)
+        return dataclasses.replace(self, pip=merged)
 
     def with_env(self, env: Mapping[str, EnvValue] | None = None, /, **more: EnvValue) -> Image:
         """A copy with more environment variables (``env`` first, then ``more``); the
         mapping form takes any key, so a bad one is refused by name, not by Python."""
         merged = {**self.env, **(env or {}), **more}
-        return Image(self.python, self.pip, self.pip_extra_index_url, self.apt, merged, self.bake)
+        return dataclasses.replace(self, env=merged)
 
     def content_hash(self) -> str:
         """12 hex characters identifying the environment; stable across runs and machines.
@@ -128,7 +149,9 @@ class Image:
         ``env`` is not part of it: the environment build (apt, uv, pip) never reads it (the
         values reach the workers after the handshake), so a changed or rotated value, a
         secret above all, reuses the built environment and a baked image instead of
-        rebuilding them, and no value is derivable from the key.
+        rebuilding them, and no value is derivable from the key. Nor are ``includes`` and
+        ``excludes``: the files travel after the handshake too, and a changed data file
+        must not rebuild an environment (they have their own ``files_hash()``).
         """
         canonical = json.dumps(
             {
@@ -141,6 +164,17 @@ class Image:
             separators=(",", ":"),
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def files(self, root: Path | None = None) -> Manifest:
+        """The manifest of the project's files (``includes`` under ``root``, the working
+        directory by default): each file's path, sha256, size and mode. Reads and hashes
+        every file; an include that names nothing is a ``ConfigurationError``."""
+        return manifest_of(Path.cwd() if root is None else root, self.includes, self.excludes)
+
+    def files_hash(self, root: Path | None = None) -> str:
+        """12 hex characters identifying the project's files (the manifest's sha256),
+        apart from ``content_hash()``: a changed file changes this one only."""
+        return self.files(root).sha256[:12]
 
     def bootstrap(self, ttl: int = 0, *, context: BootstrapContext | None = None) -> str:
         """The idempotent bootstrap script. Without a context it prepares the environment

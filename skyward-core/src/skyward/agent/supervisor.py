@@ -30,6 +30,8 @@ from skyward.agent.metrics import MetricsSampler
 from skyward.agent.mounts import Mounts
 from skyward.agent.notices import notices_dir
 from skyward.agent.processes import WorkerProcess, describe_exit
+from skyward.files import receiver
+from skyward.home import skyward_home
 from skyward.transport import security, wire
 from skyward.version import __version__
 
@@ -85,6 +87,9 @@ class Supervisor:
         # here, one JSON object per file; the agent forwards them to the pool.
         self.notices = Path(notices_dir(config.run_dir, config.node))
         self.last_notice_scan = 0.0
+        # the project's files (Image(includes=...)): the node's store, this node's tree
+        workdir = Path(config.run_dir) / f"files-node-{config.node}-{config.instance_id or os.getpid()}"
+        self.files = receiver.FileReceiver(skyward_home(), workdir)
 
     @property
     def _who(self) -> str:
@@ -205,8 +210,10 @@ class Supervisor:
                 self._send_client([wire.INFO, wire.encode_json(self._info())])
             elif kind == wire.STOP:
                 self._stop("stopped by the pool")
+            elif kind in receiver.KINDS:
+                self._send_client(self.files.handle(frames[1:]))
             elif kind == wire.CLUSTER:
-                self.cluster = frames[2]
+                self.cluster = self.files.cluster(frames[2])
                 if len(frames) > 3 and self.mounts is None:  # the volumes: for this agent only
                     self.mounts = Mounts(json.loads(frames[3]))
                     self.mounts.start()
@@ -413,6 +420,7 @@ class Supervisor:
             for problem in self.mounts.close():
                 self._notice({"kind": "volumes-close", "message": f"node {self.config.node}: {problem}"})
         self._send_client([wire.BYE])
+        self.files.close()
         if self.auth is not None:
             self.auth.stop()
         self.frontend.close(linger=1000)

@@ -62,6 +62,18 @@ def apply_env(env: Mapping[str, str], environ: MutableMapping[str, str], path: l
         importlib.invalidate_caches()
 
 
+def enter_workdir(workdir: str | None, path: list[str]) -> None:
+    """The project's files (``Image(includes=...)``): their directory becomes the current
+    one and the first entry of ``path``, so a task opens ``data/x.csv`` and imports a
+    shipped module as it did on the client."""
+    if not workdir:
+        return
+    os.chdir(workdir)
+    if workdir not in path:
+        path.insert(0, workdir)
+        importlib.invalidate_caches()
+
+
 class _StreamOutput:
     """Results of the running stream not yet sent (one RESULTS message's worth). Small
     values (one frame) are packed into one ITEMS frame; others travel as ITEM."""
@@ -301,6 +313,7 @@ class Worker:
             # Image/ComputePool env: only here, in memory, never in this process's start-up
             # environment (readable in /proc/<pid>/environ) nor on disk (skyward.secrets)
             apply_env(cluster.pop("env", {}), os.environ, sys.path)
+            enter_workdir(cluster.pop("workdir", None), sys.path)
             self.info = dataclasses.replace(self.info, **cluster)
             set_instance_info(self.info)
             self.cluster_known = True

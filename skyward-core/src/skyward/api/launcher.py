@@ -18,6 +18,7 @@ import dataclasses
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import cloudpickle
 
@@ -35,7 +36,8 @@ from skyward.api.spec import PoolSpec, build_spec
 from skyward.api.user_data import NodeUserData, plugin_steps
 from skyward.errors import ConfigurationError, ProvisioningError, UnavailableError, VersionMismatchError, VolumeError
 from skyward.events import CandidateFailed, InfraCreated, InfraCreating, Notice
-from skyward.image import CLIENT_PYTHON
+from skyward.files.sender import FileShipment
+from skyward.image import CLIENT_PYTHON, Image
 from skyward.plugins.registry import registry
 from skyward.providers import rules
 from skyward.providers.baking import Bakes
@@ -222,6 +224,7 @@ class Launcher:
         self.scaler: Scaler | None = None  # the fleet's, once it launched
         self.client: PoolClient | None = None  # made before its handshake: a failed start closes it
         self.agent_pids: dict[int, int] = {}  # node -> its agent's pid, as its hello said
+        self.files: FileShipment | None = None  # Image(includes=...), read at launch
         self.user_data = self._user_data_of(self.candidate)
         self._clean = False  # the current candidate's resources were all removed
 
@@ -230,8 +233,10 @@ class Launcher:
 
     def launch(self) -> Fleet:
         """Start the pool on the first candidate (in the selection's order) that can
-        provide it; with one candidate, its error is raised as is."""
+        provide it; with one candidate, its error is raised as is. The project's files
+        are read first: an include that names nothing fails before anything is made."""
         candidates = self.candidates
+        self.files = self._read_files(candidates[0].spec.image)
         if len(candidates) == 1:
             return self._start(candidates[0])
         prices: list[float | None] = [None] * len(candidates)
@@ -261,6 +266,20 @@ class Launcher:
                     )
                 )  # fmt: skip
         raise failover.all_failed(failures)
+
+    def _read_files(self, image: Image) -> FileShipment | None:
+        """The project's files (``Image(includes=...)``) under the working directory now."""
+        if not image.includes:
+            return None
+        root = Path.cwd()
+        manifest = image.files(root)
+        self._emit(
+            Notice(
+                message=f"files: {len(manifest.entries)} file(s), {manifest.total_bytes / 2**20:.1f} MiB from {root} "
+                f"(files_hash {manifest.sha256[:12]})"
+            )
+        )
+        return FileShipment(manifest, root, self._emit)
 
     def _start(self, candidate: Candidate) -> Fleet:
         self.candidate = candidate
@@ -357,6 +376,7 @@ class Launcher:
             port_map=fleet.port_map(),
             wheels=self.wheels,
             identities=[self.user_data.identity(n.node) for n in handles],
+            files=self.files,
         )
         self.client = client
         fleet.attach(client)

@@ -71,6 +71,7 @@ from skyward.events import (
     SkywardEvent,
     TaskProgress,
 )
+from skyward.files.sender import ShippedFiles
 from skyward.image import Image
 from skyward.plugins.registry import registry
 from skyward.providers.local import Local
@@ -216,6 +217,15 @@ class ComputePool:
         empty before it opens). An elastic or healing pool's members change while it runs."""
         fleet = self._launcher.fleet
         return fleet.handles if fleet is not None else ()
+
+    @property
+    def files(self) -> ShippedFiles | None:
+        """The project's files this pool shipped (``Image(includes=...)``): their
+        ``files_hash``, count and bytes, and the blob bytes that actually crossed the wire
+        to its nodes, 0 when every node already had every file. None without includes,
+        or before the pool opens."""
+        shipment = self._launcher.files
+        return shipment.stats() if shipment is not None else None
 
     @property
     def _fleet(self) -> Fleet | None:

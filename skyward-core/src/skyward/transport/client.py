@@ -37,7 +37,7 @@ from skyward.transport import serialize, wire
 from skyward.transport.completion import BatchResult
 from skyward.transport.direct import DirectPath
 from skyward.transport.dispatcher import WorkerKey
-from skyward.transport.handshake import NodeIdentity, WheelSupply, worker_endpoint
+from skyward.transport.handshake import FileSync, NodeIdentity, WheelSupply, worker_endpoint
 from skyward.transport.ledger import TaskLedger
 from skyward.transport.links import Links, NodeInfo, PortMap
 from skyward.transport.liveness import NODE_TIMEOUT, Liveness, NodeLost
@@ -80,7 +80,9 @@ class PoolClient:
         port_map: PortMap | None = None,
         wheels: WheelSupply | None = None,
         identities: Sequence[NodeIdentity] | None = None,
+        files: FileSync | None = None,
     ) -> None:
+        # files: ships the project's files to each node after its handshake (skyward.files)
         # node_timeout: seconds of silence after which a node is lost (see NODE_TIMEOUT)
         # rerun_lost: what a lost node (silent, failed by the pool, or whose agent left
         #   unasked) or a drained one was running goes back to the front of the queue and
@@ -101,7 +103,7 @@ class PoolClient:
         self._loop = SocketLoop(
             self._ledger, self._links, decoder, on_message, self._liveness.heartbeat, self._liveness.goodbye
         )
-        self._membership = Membership(self._ledger, self._links, self._loop, wheels, identities)
+        self._membership = Membership(self._ledger, self._links, self._loop, wheels, identities, files)
         self._direct = DirectPath(self._ledger, self._links, decoder, self.submit_many, rerun_lost)
         self._streams = Streams(self._ledger, self._links, self._loop, decoder)
 

@@ -57,6 +57,11 @@ crossed the wheels on the wire and are ignored."""
 WheelSupply = Callable[[Sequence[str]], list[bytes]]
 """The bytes of each wheel (or bootstrap script) named by its sha256, in order."""
 
+FileSync = Callable[[Sequence[zmq.Socket[bytes]], Sequence[Mapping[str, Any]], Sequence[int]], None]
+"""Ships the project's files (``Image(includes=...)``, ``skyward.files.sender``) to nodes
+that answered the handshake: (their agents' sockets, their INFO, their indices); returns
+once each has built its working directory, raises ``ProvisioningError`` otherwise."""
+
 
 _HANDSHAKE_FAILED = (
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH

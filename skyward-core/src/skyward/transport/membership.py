@@ -2,10 +2,11 @@
 replaced while work runs.
 
 Every node comes in through one path: the handshake (``handshake.hello``, wheels
-included) on the caller's thread, then ``_install`` on the I/O thread (it owns the
-poller), which registers the agent, connects to each worker and declares the node to the
-dispatcher. The first nodes are installed before the I/O thread starts; a replacement or
-a new node is handed to it and the caller waits until it is in.
+included) and the project's files (``FileSync``) on the caller's thread, then
+``_install`` on the I/O thread (it owns the poller), which registers the agent, connects
+to each worker and declares the node to the dispatcher. The first nodes are installed
+before the I/O thread starts; a replacement or a new node is handed to it and the caller
+waits until it is in.
 
 A node leaves by draining (no new work; its re-runnable tasks run elsewhere) and then
 being forgotten: its sockets close and what it still held fails with ``NodeLostError``.
@@ -22,7 +23,7 @@ import zmq
 from skyward.errors import ConfigurationError, NodeIdentityError, NodeLostError, ProvisioningError
 from skyward.transport import handshake, wire
 from skyward.transport.dispatcher import Dispatcher
-from skyward.transport.handshake import NodeIdentity, WheelSupply
+from skyward.transport.handshake import FileSync, NodeIdentity, WheelSupply
 from skyward.transport.ledger import TaskLedger
 from skyward.transport.links import Links, NodeInfo, NodeLink, WorkerLink, node_info
 from skyward.transport.socket_loop import SocketLoop
@@ -43,8 +44,10 @@ class Membership:
         loop: SocketLoop,
         wheels: WheelSupply | None,
         identities: Sequence[NodeIdentity] | None = None,
+        files: FileSync | None = None,
     ) -> None:
         self._ledger = ledger
+        self._files = files  # the project's files, shipped after the handshake, before any task
         self._links = links
         self._loop = loop
         self._wheels = wheels  # what a node that asks gets in the handshake (skyward.wheels)
@@ -70,6 +73,8 @@ class Membership:
         try:
             raw = handshake.hello(sockets, describe, timeout, wheels=self._wheels, expected=self._identities)
             infos = [node_info(r, f"node {i} ({endpoints[i]})") for i, r in enumerate(raw)]
+            if self._files is not None:
+                self._files(sockets, infos, list(range(len(sockets))))
         except BaseException:
             for sock in sockets:
                 sock.close(linger=0)
@@ -134,6 +139,8 @@ class Membership:
             expected = [identity] if identity is not None else None
             (raw,) = handshake.hello([sock], describe, timeout, wheels=self._wheels, expected=expected)
             info = node_info(raw, f"{what} {index} ({endpoint})")
+            if self._files is not None:
+                self._files([sock], [info], [index])
         except BaseException:
             sock.close(linger=0)
             raise

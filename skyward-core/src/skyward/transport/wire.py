@@ -32,6 +32,10 @@ Control plane, client <-> agent (JSON, never pickle: reading one cannot run code
     STOP  [S]  -> BYE [B]          the agent flushes workers' output, then says goodbye
     CLUSTER [C, json]              head address/port, sent once every node is up
     LOG [L, json], METRICS [M, json], NOTICE [N, json] (worker died/ready, TTL passed)
+    FILES [F, manifest json] -> FILES [F, json {need: [sha256...]}]   the project's files
+    BLOB  [D, json {sha, offset, end}, raw bytes] -> BLOB [D, json {sha, offset, n}]
+    PLACE [G] -> PLACE [G, json {files, dir}]   build the working directory (skyward.files);
+                                  any answer may instead be json {error: reason}
 
 Agent <-> worker: READY [W, json] (worker -> agent), CLUSTER, STOP (agent -> worker).
 """
@@ -61,6 +65,9 @@ CANCEL = b"Q"  # [Q+id]: the caller stopped waiting (interrupted): drop the task
 CREDIT = b"K"
 INPUT = b"P"
 PACKED = b"Z"  # a message's small frames in one (see ``pack_message``)
+FILES = b"F"  # the project's files (skyward.files): the manifest, and the blobs a node lacks
+BLOB = b"D"  # one chunk of a blob (raw bytes, never pickled), and its acknowledgement
+PLACE = b"G"  # build the working directory from the manifest, and the answer
 
 
 class Status(IntEnum):
