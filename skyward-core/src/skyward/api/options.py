@@ -13,6 +13,7 @@ from skyward.accelerators.spec import Accelerator
 from skyward.events import SkywardEvent
 from skyward.image import Image
 from skyward.scaling import Nodes
+from skyward.secrets import EnvValue
 from skyward.spot import SpotAlways, SpotIfAvailable, SpotLike
 
 AcceleratorChoice: TypeAlias = Accelerator | str
@@ -68,7 +69,7 @@ class PoolOptions(TypedDict, total=False):
     ``Spot`` value; the provider's default when left out."""
     timeout: float
     """Seconds the pool may live; it stops itself after this (default 3600)."""
-    env: Mapping[str, str] | None
+    env: Mapping[str, EnvValue] | None
     """Environment variables for the workers, merged into the image's."""
     concurrency: int
     """Worker processes per accelerator partition on each node (default 1)."""

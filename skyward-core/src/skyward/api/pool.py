@@ -79,6 +79,7 @@ from skyward.providers.local_sweep import started_at
 from skyward.providers.protocol import NodeHandle, ProviderDriver
 from skyward.providers.settings import check_seconds_value, settings_of
 from skyward.providers.sweeping import sweep_advice, sweep_installed
+from skyward.secrets import EnvValue
 from skyward.transport.client import PoolClient
 from skyward.transport.security import PoolKeys
 from skyward.transport.stream import STREAM_WINDOW, RemoteStream
@@ -110,7 +111,7 @@ class ComputePool:
         volume: Sequence[object] | None = None,
         spot: SpotChoice | None = None,
         timeout: float = 3600,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, EnvValue] | None = None,
         concurrency: int = 1,
         display: str = "log",
         on_event: EventHandler | None = None,

@@ -21,6 +21,7 @@ from skyward.plugins.registry import registry
 from skyward.providers.settings import ProviderSettings, check_seconds_value
 from skyward.providers.spec import PoolSpec
 from skyward.scaling import MAX_NODES, nodes_of
+from skyward.secrets import EnvValue
 from skyward.spot import normalize_spot
 from skyward.units import parse_memory
 
@@ -66,7 +67,7 @@ def build_spec(
     volume: Sequence[object] | None,
     spot: SpotChoice | None,
     timeout: float,
-    env: Mapping[str, str] | None,
+    env: Mapping[str, EnvValue] | None,
     concurrency: int,
     display: str,
     collect_metrics: bool,
