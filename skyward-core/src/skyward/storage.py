@@ -36,7 +36,9 @@ class S3Compatible:
     endpoint: str
     """The store's S3 endpoint, ``https://...`` (``http://`` for a store on a private network)."""
     access_key_id: Secret | str | None = field(default=None, repr=False)
+    """The access key id; ``None``: read from ``key_env[0]``. A ``Secret`` once constructed."""
     secret_access_key: Secret | str | None = field(default=None, repr=False)
+    """The secret key; ``None``: read from ``key_env[1]``. A ``Secret`` once constructed."""
     region: str = ""
     """The region S3 requests are signed for (``""``: the store does not care)."""
     provider: str = "Other"
