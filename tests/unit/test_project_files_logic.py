@@ -243,3 +243,9 @@ def test_an_image_s_includes_survive_the_pool_s_pip_and_env_and_stay_out_of_its_
     image = Image(includes=["data/"], excludes=["*.tmp"]).with_pip("numpy").with_env(A="b")
     assert (image.includes, image.excludes, image.pip) == (("data/",), ("*.tmp",), ("numpy",))
     assert image.content_hash() == Image(pip=["numpy"]).content_hash()
+
+
+def test_a_baked_image_with_included_files_is_refused_where_it_is_declared() -> None:
+    with pytest.raises(ConfigurationError, match=r"bake=True, includes=.*baked image would hold your included files"):
+        Image(bake=True, includes=["data/"])
+    assert Image(bake=True).bake and Image(includes=["data/"]).includes == ("data/",)

@@ -121,6 +121,13 @@ class Image:
                 f"Image(excludes={list(self.excludes)!r}) without includes ships nothing to leave out of: "
                 "add includes=[...] (the files to ship), or drop excludes"
             )
+        if self.bake and self.includes:
+            # the bake saves node 0's disk after the handshake, when the files are already on it
+            raise ConfigurationError(
+                "Image(bake=True, includes=...): the baked image would hold your included files (they reach a "
+                "node before the bake saves its disk), readable by anyone who can start that image. Ship the "
+                "files without bake=True, or bake an image without includes"
+            )
         if self.pip_extra_index_url is not None and (
             not isinstance(self.pip_extra_index_url, str)
             or not self.pip_extra_index_url.startswith(("http://", "https://", "file://"))
