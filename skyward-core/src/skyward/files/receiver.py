@@ -37,7 +37,7 @@ class FileReceiver:
         self.blobs: dict[str, int] = {}  # the manifest's sha256 -> size
         self.placed = False
 
-    def handle(self, frames: Sequence[Any]) -> list[bytes]:
+    def handle(self, frames: Sequence[bytes]) -> list[bytes]:
         """The answer to one message (its frames after the client's identity)."""
         kind = bytes(frames[0])
         try:
