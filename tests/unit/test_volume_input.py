@@ -4,12 +4,14 @@ before anything is provisioned; a provider whose nodes cannot mount FUSE refuses
 
 from __future__ import annotations
 
+import cloudpickle
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import skyward as sky
 from skyward.agent.mounts import rclone_config
+from skyward.api.kept.registration import saved_spec
 from skyward.errors import ConfigurationError
 from skyward.providers import buckets
 
@@ -128,3 +130,11 @@ def test_a_mount_path_is_refused_or_normalized_to_one_that_hides_no_system_direc
         return
     assert normalized.startswith("/") and normalized not in buckets.SYSTEM_PATHS
     assert ".." not in normalized.split("/") and "//" not in normalized
+
+
+def test_a_kept_pool_s_saved_spec_holds_no_storage_key() -> None:
+    volume = sky.Volume("my-bucket", "/data", storage=storage(), mode="sync")
+    pool = sky.ComputePool(provider=sky.Local(), name="vols", keep_alive=60, volume=[volume], display="quiet")
+    saved = saved_spec(pool.spec)
+    assert KEYS["secret_access_key"].encode() not in saved and KEYS["access_key_id"].encode() not in saved
+    assert cloudpickle.loads(saved).volumes == ()

@@ -20,6 +20,7 @@ from skyward.providers.local_sweep import started_at
 from skyward.providers.protocol import NodeHandle
 from skyward.providers.spec import PoolSpec
 from skyward.transport.security import PoolKeys
+from skyward.volume import Volume
 
 OUTPUT_ROTATE_BYTES = 16 * 2**20
 """Where ``output.log`` starts again (the older 16 MiB move to ``output.log.1``): a pool
@@ -64,10 +65,16 @@ def record_of(
 
 
 def saved_spec(spec: PoolSpec) -> bytes:
-    """The spec an attaching client runs with, pickled, without the image's env: the nodes
-    got it over the channel when they started and keep it, so no value (a ``sky.Secret``
-    among them) is copied onto the client's disk."""
-    data: bytes = cloudpickle.dumps(dataclasses.replace(spec, image=dataclasses.replace(spec.image, env={})))
+    """The spec an attaching client runs with, pickled, without the image's env or the
+    ``sky.Volume``s (their storage keys): the nodes got both over the channel when they
+    started and keep them (their mounts stay up), so no value (a ``sky.Secret`` among
+    them) is copied onto the client's disk."""
+    kept = dataclasses.replace(
+        spec,
+        image=dataclasses.replace(spec.image, env={}),
+        volumes=tuple(v for v in spec.volumes if not isinstance(v, Volume)),
+    )
+    data: bytes = cloudpickle.dumps(kept)
     return data
 
 
