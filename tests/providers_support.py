@@ -241,7 +241,7 @@ import skyward as sky
 from {module} import {cls}
 
 config = {cls}(
-    {settings}address_url=sys.argv[1] + "/whoami", poll_interval=0.02, grace_period=2.0, bootstrap_timeout=120.0,
+    {settings}address_url=sys.argv[1] + "/whoami", poll_interval=0.02, grace_period={grace}, bootstrap_timeout=120.0,
 )
 pool = sky.ComputePool(provider=config, nodes=1, timeout=60, display="quiet")
 pool.open()
@@ -250,10 +250,11 @@ time.sleep(3600)  # the test kills this process: a laptop closing mid-pool
 """
 
 
-def client_script(module: str, cls: str, settings: str) -> str:
+def client_script(module: str, cls: str, settings: str, grace: float = 2.0) -> str:
     """A :func:`vanish_client` script for provider ``cls`` of ``module``; ``settings``: its
-    own config arguments (``'api_url=sys.argv[1], '``; ``sys.argv[1]`` is the fake's URL)."""
-    return _CLIENT.format(module=module, cls=cls, settings=settings)
+    own config arguments (``'api_url=sys.argv[1], '``; ``sys.argv[1]`` is the fake's URL);
+    ``grace``: seconds its node waits for the killed client before it stops itself."""
+    return _CLIENT.format(module=module, cls=cls, settings=settings, grace=grace)
 
 
 def vanish_client(script: str, url: str) -> str:

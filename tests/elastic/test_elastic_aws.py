@@ -75,7 +75,8 @@ def test_an_elastic_ec2_pool_grows_under_a_burst_with_the_pool_s_tags_and_group_
             pool_id = pool.spec.pool_id
             first = instance_at(pool, 0)
             futures = [pool.submit(held(i, str(release))) for i in range(6)]
-            until("the burst to grow the pool to 2 instances", lambda: live_count(pool) == 2)
+            # the node joins the pool, then NodeAdded is said: wait for both
+            until("the burst to grow the pool to 2 instances", lambda: live_count(pool) == 2 and bool(log.added()))
             added = instance_at(pool, 1)
             assert [e.reason for e in log.added()] == ["scale-up"]
             new, old = described(aws, added), described(aws, first)

@@ -62,7 +62,8 @@ def test_an_elastic_droplet_pool_grows_under_a_burst_with_the_pool_s_tags_and_sh
         with elastic(do_config, (1, 2), log) as pool:
             first = instance_at(pool, 0)
             futures = [pool.submit(held(i, str(release))) for i in range(6)]
-            until("the burst to grow the pool to 2 droplets", lambda: live_count(pool) == 2)
+            # the node joins the pool, then NodeAdded is said: wait for both
+            until("the burst to grow the pool to 2 droplets", lambda: live_count(pool) == 2 and bool(log.added()))
             added = instance_at(pool, 1)
             assert [e.reason for e in log.added()] == ["scale-up"]
             new, old = fake.droplets[int(added)], fake.droplets[int(first)]
