@@ -87,7 +87,7 @@ def test_every_out_of_band_type_round_trips_through_shared_memory_both_ways(pool
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_a_cpu_tensor_round_trips_through_shared_memory(pool: sky.ComputePool) -> None:
-    import torch  # noqa: PLC0415  # optional: only this test needs it
+    import torch  # optional: only this test needs it
 
     tensor = torch.arange(SHM_MIN, dtype=torch.float32).reshape(1024, -1)
     back, _ = echo_and_origin(tensor) >> pool
