@@ -39,6 +39,10 @@ def start_system(name: str) -> System:
         from bench.subject import SkywardSystem
 
         return SkywardSystem(transport="ipc" if name == "skyward" else "tcp")
+    if name == "skyward-socket":  # large buffers through the socket: the baseline of the shm path
+        from bench.subject import SkywardSystem
+
+        return SkywardSystem(transport="ipc", shared_memory=False, name=name)
     raise ValueError(f"unknown system {name!r}")
 
 

@@ -42,17 +42,18 @@ def echo_and_origin(value: Any) -> tuple[Any, bool]:
 
 def _values() -> dict[str, Any]:
     rng = np.random.default_rng(7)
-    n = SHM_MIN // 8 * 3
+    n = SHM_MIN // 8 + 4096  # just over the threshold: the lightest value that takes the segment path
+    side = int(np.sqrt(n)) + 1
     values: dict[str, Any] = {
         "float64": rng.random(n),
-        "int8": rng.integers(-128, 127, SHM_MIN * 2, dtype=np.int8),
-        "complex64": (rng.random(n // 2) + 1j).astype(np.complex64),
-        "bool-2d": rng.random((1024, 2048)) > 0.5,
-        "fortran": np.asfortranarray(rng.random((512, 1024))),
-        "non-contiguous": rng.random((2048, 512))[:, ::2],
+        "int8": rng.integers(-128, 127, SHM_MIN + 1, dtype=np.int8),
+        "complex64": (rng.random(n) + 1j).astype(np.complex64),
+        "bool-2d": (rng.random((side * 4, side * 2)) > 0.5),
+        "fortran": np.asfortranarray(rng.random((side, side))),
+        "non-contiguous": rng.random((side, side * 2))[:, ::2],
         "bytes": os.urandom(SHM_MIN + 17),
-        "bytearray": bytearray(os.urandom(SHM_MIN * 2)),
-        "list-of-arrays": [rng.random(n), np.arange(SHM_MIN, dtype=np.int32), rng.random(3)],
+        "bytearray": bytearray(os.urandom(SHM_MIN + 1)),
+        "list-of-arrays": [rng.random(n), np.arange(SHM_MIN // 4 + 1, dtype=np.int32), rng.random(3)],
     }
     return values
 
@@ -89,14 +90,14 @@ def test_every_out_of_band_type_round_trips_through_shared_memory_both_ways(pool
 def test_a_cpu_tensor_round_trips_through_shared_memory(pool: sky.ComputePool) -> None:
     import torch  # optional: only this test needs it
 
-    tensor = torch.arange(SHM_MIN, dtype=torch.float32).reshape(1024, -1)
+    tensor = torch.arange(SHM_MIN // 4 + 1024, dtype=torch.float32).reshape(1024, -1)
     back, _ = echo_and_origin(tensor) >> pool
     assert torch.equal(back, tensor)
     assert pool_segments(pool.spec.pool_id) == []
 
 
 def test_small_buffers_keep_to_the_socket(pool: sky.ComputePool) -> None:
-    value = np.arange(SHM_MIN // 16, dtype=np.float64)  # 512 KiB: out of band, under the threshold
+    value = np.arange(SHM_MIN // 16, dtype=np.float64)  # out of band, under the threshold
     back, worker_mapped = echo_and_origin(value) >> pool
     assert np.array_equal(back, value) and not worker_mapped and not _through_shm(back)
 
@@ -112,7 +113,7 @@ def die(value: np.ndarray) -> None:
 
 
 def test_no_segment_outlives_a_pool_closed_by_an_exception_after_failed_and_killed_tasks() -> None:
-    big = np.ones(SHM_MIN, dtype=np.float64)
+    big = np.ones(SHM_MIN // 8, dtype=np.float64)
     with pytest.raises(RuntimeError, match="the user's own"), sky.ComputePool(nodes=1, display="quiet") as pool:
         pool_id = pool.spec.pool_id
         with pytest.raises(ValueError, match="refused"):

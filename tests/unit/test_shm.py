@@ -161,7 +161,7 @@ def test_any_message_reads_back_through_shared_memory(sizes: list[int]) -> None:
 
 
 def test_a_numpy_array_unpickles_as_a_view_of_its_segment(tmp_path: Path) -> None:
-    shm = SharedMemory(POOL, directory=tmp_path)
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
     array = np.arange(2**18, dtype=np.float64)
     frames = serialize.dumps(array)
     head, parts = wire.open_message(wire.pack_message([b"R", *frames], shm), shm)

@@ -56,7 +56,7 @@ class Local(ProviderSettings):
     """``"ipc"`` (default: private socket files) or ``"tcp"`` (loopback with CURVE, as across machines)."""
 
     shared_memory: bool = True
-    """Buffers of 1 MiB and more (numpy arrays, tensors, bytes) travel between the client and
+    """Buffers of 32 MiB and more (numpy arrays, tensors, bytes) travel between the client and
     the workers through /dev/shm segments (0600, named per pool) instead of the socket;
     ``False`` sends them through the socket (see ``skyward.transport.shm``)."""
 

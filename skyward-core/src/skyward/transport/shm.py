@@ -1,8 +1,7 @@
 """Large buffers through POSIX shared memory between a Local pool's client and workers.
 
 On a Local pool the client and every worker run on this machine as this user, so a large
-buffer need not be copied through a socket (0.93 GB/s for a 256 MB array's round trip
-over ipc): the sender writes it once into a segment in ``/dev/shm``, and the message
+buffer need not be copied through a socket and back out of it: the sender writes it once into a segment in ``/dev/shm``, and the message
 carries only the segment's name and length; the receiver maps it (no copy) and unpickling
 gets a view of the mapping (pickle 5 ``buffers=``). Cloud pools never use it: whether a
 pool does is ``shared_memory_applies``, a pure function of the provider.
@@ -34,11 +33,14 @@ from typing import Any
 SHM_DIR = Path("/dev/shm")
 SEGMENT_PREFIX = "skyward-"
 
-SHM_MIN = 1024 * 1024
-"""Buffers of at least this many bytes travel through shared memory. A segment costs
-about 40 us of system calls (create, write, close; open, map, unlink, close), so below
-1 MiB the socket (about 1 ms per MiB over ipc here) and the segment's fixed cost come
-close; at 1 MiB and above the segment wins (see bench/shm.py)."""
+SHM_MIN = 32 * 1024 * 1024
+"""Buffers of at least this many bytes travel through shared memory. A segment's cost is
+the kernel allocating its pages in /dev/shm (the writer's copy into fresh tmpfs pages,
+then the reader's map of them): about 1.5 GB/s on the 2-core development machine,
+whatever the size. The socket path reuses malloc'd memory up to glibc's mmap threshold
+(32 MiB) and is faster below it: ``echo(a) >> pool`` round trips over ipc, alternating
+(bench/shm.py), were 0.51x (4 MiB), 0.44x (16 MiB), 1.02x (32 MiB), 1.32x (64 MiB) and
+1.40x (256 MiB) through shared memory against the socket, so the segment starts at 32 MiB."""
 
 FREE_MARGIN = 64 * 1024 * 1024
 """Bytes left free in /dev/shm after a segment: a buffer that would leave less goes by
