@@ -48,7 +48,7 @@ def main() -> None:
             array = np.random.default_rng(0).random(size // 8)
             rates: dict[bool, list[float]] = {True: [], False: []}
             calls = max(1, (64 * 2**20) // size)  # small arrays: time several calls per round
-            for on, pool in pools.items():  # warm-up
+            for pool in pools.values():  # warm-up
                 assert np.array_equal(fn(array) >> pool, array)
             for r in range(args.rounds):
                 for on in (True, False) if r % 2 == 0 else (False, True):

@@ -1,10 +1,11 @@
 """Large buffers through POSIX shared memory between a Local pool's client and workers.
 
 On a Local pool the client and every worker run on this machine as this user, so a large
-buffer need not be copied through a socket and back out of it: the sender writes it once into a segment in ``/dev/shm``, and the message
-carries only the segment's name and length; the receiver maps it (no copy) and unpickling
-gets a view of the mapping (pickle 5 ``buffers=``). Cloud pools never use it: whether a
-pool does is ``shared_memory_applies``, a pure function of the provider.
+buffer need not be copied into a socket and back out of it: the sender writes it once
+into a segment in ``/dev/shm``, and the message carries only the segment's name and
+length; the receiver maps it (no copy) and unpickling gets a view of the mapping
+(pickle 5 ``buffers=``). Cloud pools never use it: whether a pool does is
+``shared_memory_applies``, a pure function of the provider.
 
 Lifetime rule: a segment is ``/dev/shm/skyward-<pool id>-<random>``, mode 0600. The
 sender creates it, writes it, closes it and passes its name in the message: from then on
