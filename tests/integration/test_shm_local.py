@@ -103,6 +103,19 @@ def test_small_buffers_keep_to_the_socket(pool: sky.ComputePool) -> None:
 
 
 @sky.compute
+def arrays(count: int) -> Iterator[np.ndarray]:
+    for i in range(count):
+        yield np.full(SHM_MIN // 8 + 1, i, dtype=np.float64)
+
+
+def test_a_stream_s_large_values_arrive_through_shared_memory(pool: sky.ComputePool) -> None:
+    got = list(pool.stream(arrays(3), window=2))
+    assert [int(a[0]) for a in got] == [0, 1, 2] and all(a.size == SHM_MIN // 8 + 1 for a in got)
+    assert all(_through_shm(a) for a in got)
+    assert pool_segments(pool.spec.pool_id) == []
+
+
+@sky.compute
 def fail_after_reading(value: np.ndarray) -> None:
     raise ValueError(f"refused {value.nbytes} bytes")
 
