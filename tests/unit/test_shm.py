@@ -180,3 +180,14 @@ def test_a_closed_pool_s_segments_are_removed_and_no_other_pool_s(tmp_path: Path
 def test_a_swept_run_directory_names_its_pool() -> None:
     removed = [Path("/tmp/skyward-sky-1a2b3c4d-x_9k2mzq"), Path("/tmp/skyward-sky-ff-00aa11bb-abcd1234")]
     assert swept_pool_ids(removed) == ["sky-1a2b3c4d", "sky-ff-00aa11bb"]
+
+
+def test_a_message_whose_buffer_finds_no_room_travels_whole_on_the_socket(tmp_path: Path) -> None:
+    said: list[str] = []
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path, free_space=lambda: 2**20, warn=said.append)
+    big = os.urandom(2**20 + 1)
+    physical = wire.pack_message([b"R-head", b"s", big], shm)
+    assert len(physical) == 2 and bytes(physical[1]) == big  # its own frame, as without shared memory
+    header, parts = wire.open_message(physical, shm)
+    assert header == b"R-head" and [bytes(p) for p in parts] == [b"s", big]
+    assert len(said) == 1 and pool_segments(POOL, tmp_path) == []

@@ -24,7 +24,9 @@ Data plane, client <-> worker, direct (one hop: no relay through the agent):
 Every frame costs ~10 us in pyzmq, so small parts share one frame; large buffers keep
 their own (zero-copy). TASKS and RESULTS travel packed (``pack_message``): the header and
 every small frame of every task or result in one frame, each large buffer in its own.
-``open_message`` reads packed and plain messages alike.
+``open_message`` reads packed and plain messages alike. On a Local pool a part of 32 MiB or
+more travels in a shared-memory segment instead, the pack holding only its name and length
+(``skyward.transport.shm``).
 
 Control plane, client <-> agent (JSON, never pickle: reading one cannot run code):
     HELLO [?]  -> INFO [I, json]   once every worker is up: versions, worker endpoints
