@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skyward.errors import SharedMemoryError
 from skyward.providers.local_sweep import swept_pool_ids
 from skyward.transport import serialize, wire
 from skyward.transport.shm import (
@@ -191,3 +192,14 @@ def test_a_message_whose_buffer_finds_no_room_travels_whole_on_the_socket(tmp_pa
     header, parts = wire.open_message(physical, shm)
     assert header == b"R-head" and [bytes(p) for p in parts] == [b"s", big]
     assert len(said) == 1 and pool_segments(POOL, tmp_path) == []
+
+
+def test_a_segment_gone_before_it_is_read_fails_its_task_not_the_reader(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
+    frames = serialize.dumps(np.ones(2**18))
+    physical = wire.pack_message([b"R", *frames], shm)
+    remove_pool_segments(POOL, tmp_path)  # another process removed it from /dev/shm
+    header, parts = wire.open_message(physical, shm)
+    assert header == b"R"
+    with pytest.raises(SharedMemoryError, match="could not be read"):
+        serialize.loads(parts)

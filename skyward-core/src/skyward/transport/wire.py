@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
+from skyward.errors import SharedMemoryError
 from skyward.transport.shm import SharedMemory
 
 TASKS = b"T"
@@ -198,6 +199,8 @@ def encode_task(fn_key: bytes, fn_bytes: bytes, arguments: Sequence[Any]) -> lis
 
 def decode_task(frames: Sequence[Any]) -> tuple[bytes, memoryview, list[Any]]:
     """(fn_key, fn_bytes (empty when cached), argument frames) of one task."""
+    if isinstance(frames[0], SharedMemoryError):
+        raise frames[0]  # its head (a pickle of 32 MiB or more) was in a segment that could not be read
     head = memoryview(frames[0].buffer if hasattr(frames[0], "buffer") else frames[0])
     key = bytes(head[:FN_KEY_SIZE])
     (length,) = _FN_LEN.unpack_from(head, FN_KEY_SIZE)
@@ -309,7 +312,10 @@ def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tupl
         elif size & _IN_SHM:
             length = size & ~_IN_SHM
             assert shm is not None
-            parts.append(shm.take(first[offset : offset + length]))
+            try:
+                parts.append(shm.take(first[offset : offset + length]))
+            except (OSError, ValueError) as error:  # its task fails with this (serialize.loads raises it)
+                parts.append(SharedMemoryError(f"a buffer of this task in shared memory could not be read: {error}"))
             offset += length
         else:
             parts.append(first[offset : offset + size])
