@@ -179,3 +179,4 @@ def test_no_segment_outlives_a_client_killed_with_sigkill(monkeypatch: pytest.Mo
         assert any(pool_id in path.name for path in pool._driver.swept)  # type: ignore[attr-defined]
         assert pool_segments(pool_id) == []
     assert pool_segments(pool.spec.pool_id) == []
+    os.rmdir(private_tmp)  # nothing else was left in it
