@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
         step("latency", latency.run, [*baselines, "skyward"])
         step("throughput", throughput.run, [*baselines, "skyward"])
         step("memory", memory.run)  # before bandwidth: its RSS readings then hold no large arrays
-        step("bandwidth", bandwidth.run, [*baselines, "skyward", "floor+curve", "skyward+curve"])
+        step("bandwidth", bandwidth.run, [*baselines, "skyward", "skyward-socket", "floor+curve", "skyward+curve"])
     finally:
         session.close_warm()
     step("broadcast", broadcast.run)

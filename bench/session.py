@@ -38,7 +38,14 @@ def start_system(name: str) -> System:
     if name in ("skyward", "skyward+curve"):
         from bench.subject import SkywardSystem
 
-        return SkywardSystem(transport="ipc" if name == "skyward" else "tcp")
+        # skyward+curve stands for a cloud node: its buffers go through CURVE, never shared memory
+        return SkywardSystem(transport="ipc", name=name) if name == "skyward" else SkywardSystem(
+            transport="tcp", shared_memory=False, name=name
+        )
+    if name == "skyward-socket":  # large buffers through the socket: the baseline of the shm path
+        from bench.subject import SkywardSystem
+
+        return SkywardSystem(transport="ipc", shared_memory=False, name=name)
     raise ValueError(f"unknown system {name!r}")
 
 

@@ -22,10 +22,12 @@ class SkywardSystem:
         transport: Literal["ipc", "tcp"] = "ipc",
         pip: Sequence[str] = (),
         name: str | None = None,
+        shared_memory: bool = True,
     ) -> None:
         self.name = name or ("skyward" if transport == "ipc" else "skyward+curve")
         image = sky.Image(pip=list(pip)) if pip else None
-        self.pool = sky.ComputePool(provider=sky.Local(transport=transport), nodes=nodes, image=image, display="quiet")
+        provider = sky.Local(transport=transport, shared_memory=shared_memory)
+        self.pool = sky.ComputePool(provider=provider, nodes=nodes, image=image, display="quiet")
         self.pool.open()
         self._compute: dict[Callable[..., Any], ComputeFunction[..., Any]] = {}
 

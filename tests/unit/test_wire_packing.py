@@ -56,8 +56,12 @@ def test_a_plain_message_one_frame_per_part_reads_the_same(pair: tuple[zmq.Socke
 _sizes = st.sampled_from([0, 1, 17, wire.ZERO_COPY_MIN - 1, wire.ZERO_COPY_MIN, wire.ZERO_COPY_MIN + 5])
 
 
+# a header starts with its kind's marker, never PACKED's (a plain message with one would read as a pack)
+_headers = st.binary(min_size=1, max_size=40).filter(lambda h: h[:1] != wire.PACKED)
+
+
 @settings(max_examples=60, deadline=None)
-@given(header=st.binary(min_size=1, max_size=40), sizes=st.lists(_sizes, max_size=12), data=st.data())
+@given(header=_headers, sizes=st.lists(_sizes, max_size=12), data=st.data())
 def test_any_message_reads_back_as_it_was_sent(header: bytes, sizes: list[int], data: st.DataObject) -> None:
     parts = [bytes([data.draw(st.integers(0, 255))]) * size for size in sizes]
     physical = wire.pack_message([header, *parts])

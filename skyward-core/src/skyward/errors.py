@@ -70,6 +70,12 @@ class UnreadableResultError(RemoteError):
     type's module is not importable here, or safe mode refused the type."""
 
 
+class SharedMemoryError(SkywardError):
+    """A Local pool's shared-memory segment holding a task's argument or result could not
+    be read (removed from /dev/shm by another process, or no memory left to map it): that
+    task fails with this error; the pool goes on (skyward.transport.shm)."""
+
+
 class AbandonedError(SkywardError):
     """A task whose result nobody wanted any more (``ComputePool.abandon``) was taken back
     from its worker before it began: it never ran."""

@@ -33,6 +33,7 @@ from skyward.errors import AbandonedError, RemoteError
 from skyward.plugins.registry import get_plugin_manager
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import inputs, security, serialize, wire
+from skyward.transport.shm import SharedMemory
 
 FN_CACHE_SIZE = 64
 _RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow ones at once
@@ -210,6 +211,10 @@ class Worker:
         self.clock = clock
         self.info = InstanceInfo(**config["info"])
         set_instance_info(self.info)
+        # a Local pool's segments (skyward.transport.shm): read from the first task (the
+        # client alone sends them, on a Local pool), written once CLUSTER says so
+        self.shm = SharedMemory(self.info.job_id) if self.info.job_id else None
+        self.shm_send = False
         # Tasks come straight from the client, cluster info through the supervisor: the
         # first task can overtake it. Tasks wait for it (see serve), or a distributed
         # backend would read head_port=0 and the real cluster's size too late.
@@ -313,6 +318,7 @@ class Worker:
             # Image/ComputePool env: only here, in memory, never in this process's start-up
             # environment (readable in /proc/<pid>/environ) nor on disk (skyward.secrets)
             apply_env(cluster.pop("env", {}), os.environ, sys.path)
+            self.shm_send = bool(cluster.pop("shared_memory", False)) and self.shm is not None
             enter_workdir(cluster.pop("workdir", None), sys.path)
             self.info = dataclasses.replace(self.info, **cluster)
             set_instance_info(self.info)
@@ -335,7 +341,7 @@ class Worker:
             if len(frames) < 2:
                 continue
             client = frames[0].bytes
-            header, parts = wire.open_message(frames[1:])
+            header, parts = wire.open_message(frames[1:], self.shm)
             kind = header[:1]
             if kind == wire.TASKS:
                 offset = 0
@@ -598,10 +604,13 @@ class Worker:
             out.done, out.frames = [], []
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
+        message = wire.pack_message([wire.pack_results(done), *out], self.shm if self.shm_send else None)
         try:
-            wire.send_frames(self.tasks, [client, *wire.pack_message([wire.pack_results(done), *out])])
+            wire.send_frames(self.tasks, [client, *message])
         except zmq.ZMQError:
-            pass  # the client is gone; the node's grace period ends us
+            if self.shm is not None:
+                self.shm.discard(wire.shm_refs(message))  # nobody will read them
+            # the client is gone; the node's grace period ends us
 
     def close(self) -> None:
         self.watch.close()

@@ -41,6 +41,7 @@ from skyward.image import CLIENT_PYTHON, Image
 from skyward.plugins.registry import registry
 from skyward.providers import rules
 from skyward.providers.baking import Bakes
+from skyward.providers.local import Local
 from skyward.providers.protocol import (
     CONTAINERS_HAVE_NO_FUSE,
     ElasticNodes,
@@ -61,6 +62,7 @@ from skyward.transport.links import NodeInfo
 from skyward.transport.results import ResultDecoder
 from skyward.transport.safe_pickle import ResultPolicy, safe_loads
 from skyward.transport.security import PoolKeys
+from skyward.transport.shm import SHM_DIR, SharedMemory, shared_memory_applies
 from skyward.volume import Volume
 from skyward.wheels.cache import OfferedWheels
 
@@ -320,6 +322,16 @@ class Launcher:
         self._bake_if_asked(candidate, fleet)
         return fleet
 
+    @staticmethod
+    def _shared_memory(candidate: Candidate) -> SharedMemory | None:
+        """The pool's shared memory for large buffers: Local pools only (see skyward.transport.shm)."""
+        settings = candidate.settings
+        transport = settings.transport if isinstance(settings, Local) else "tcp"
+        asked = settings.shared_memory if isinstance(settings, Local) else False
+        if not asked or not shared_memory_applies(candidate.provider_name, transport) or not SHM_DIR.is_dir():
+            return None
+        return SharedMemory(candidate.spec.pool_id)
+
     def reconnect(
         self,
         handles: Sequence[NodeHandle],
@@ -349,6 +361,7 @@ class Launcher:
             [n.endpoint for n in handles], keys, fleet.on_node_message, rerun_lost=False,
             on_node_lost=self.scaler.node_lost, wait_for_nodes=False, decoder=candidate.decoder, port_map=port_map,
             wheels=self.wheels, identities=[NodeIdentity(pool_id, n.node, answers_as.get(n.node, "")) for n in handles],
+            shm=self._shared_memory(candidate),
         )  # fmt: skip
         self.client = client
         fleet.attach(client)
@@ -365,6 +378,7 @@ class Launcher:
         """Connects to the agents of ``handles`` (every node launched, or none where they
         join as they answer) and checks each can serve this client; returns their hellos."""
         healing = client_healing(candidate.spec, candidate.driver, self._autoscale)
+        shm = self._shared_memory(candidate)
         client = PoolClient(
             [n.endpoint for n in handles],
             self.keys,
@@ -377,6 +391,7 @@ class Launcher:
             wheels=self.wheels,
             identities=[self.user_data.identity(n.node) for n in handles],
             files=self.files,
+            shm=shm,
         )
         self.client = client
         fleet.attach(client)
@@ -394,6 +409,7 @@ class Launcher:
             "job_id": candidate.spec.pool_id,
             # the workers' env travels here only, under CURVE (see skyward.secrets)
             "env": resolve_env(candidate.spec.image.env),
+            "shared_memory": shm is not None,  # the workers send large results through it too
         }
         frames = [wire.CLUSTER, wire.encode_json(cluster)]
         volumes = [v.node_spec() for v in candidate.spec.volumes if isinstance(v, Volume)]

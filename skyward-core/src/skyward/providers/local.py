@@ -33,10 +33,11 @@ from skyward.events import (
 from skyward.image import BootstrapContext
 from skyward.providers.contexts import local_bootstrap_context
 from skyward.providers.local_gpus import assign_gpus, detect_gpus
-from skyward.providers.local_sweep import Owner, add_keeper, current_owner, sweep, write_owner
+from skyward.providers.local_sweep import Owner, add_keeper, current_owner, sweep, swept_pool_ids, write_owner
 from skyward.providers.protocol import EventSink, NodeHandle, Provider, UserDataFactory
 from skyward.providers.settings import ProviderSettings
 from skyward.providers.spec import PoolSpec
+from skyward.transport.shm import remove_pool_segments
 from skyward.volume import Volume
 
 
@@ -54,10 +55,17 @@ class Local(ProviderSettings):
     transport: Literal["ipc", "tcp"] = "ipc"
     """``"ipc"`` (default: private socket files) or ``"tcp"`` (loopback with CURVE, as across machines)."""
 
+    shared_memory: bool = True
+    """Buffers of 32 MiB and more (numpy arrays, tensors, bytes) travel between the client and
+    the workers through /dev/shm segments (0600, named per pool) instead of the socket;
+    ``False`` sends them through the socket (see ``skyward.transport.shm``)."""
+
     def __post_init__(self) -> None:
         ProviderSettings.__post_init__(self)
         if not isinstance(self.transport, str) or self.transport not in ("ipc", "tcp"):
             raise ConfigurationError(f"Local(transport={self.transport!r}): use 'ipc' or 'tcp'")
+        if not isinstance(self.shared_memory, bool):
+            raise ConfigurationError(f"Local(shared_memory={self.shared_memory!r}): use True or False")
 
 
 def _total_memory_mb() -> int:
@@ -123,6 +131,7 @@ class LocalDriver(Provider[Local]):
         super().__init__(config)
         self.run_dir: Path | None = None
         self.swept: list[Path] = []  # stale run directories this pool's start removed
+        self.pool_id: str | None = None
         self._nodes: list[_LocalNode] = []  # the nodes running (started and not removed)
         self._starts: dict[int, int] = {}  # node index -> how many nodes were started at it
         self._lock = threading.Lock()
@@ -182,6 +191,10 @@ class LocalDriver(Provider[Local]):
         # Run directories of clients that died (killed, timed out) hold sockets, logs and
         # node scripts (a tcp pool's hold its server secret): nobody else removes them.
         self.swept = sweep(Path(tempfile.gettempdir()))
+        # ... and their pools' shared-memory segments that no receiver read (see skyward.transport.shm)
+        for pool_id in swept_pool_ids(self.swept):
+            remove_pool_segments(pool_id)
+        self.pool_id = spec.pool_id
         # mkdtemp makes the directory 0700: the ipc sockets inside are ours alone.
         self.run_dir = Path(tempfile.mkdtemp(prefix=f"skyward-{spec.pool_id}-"))
         write_owner(self.run_dir, current_owner())
@@ -401,6 +414,8 @@ class LocalDriver(Provider[Local]):
         with self._lock:
             left = list(self._nodes)
         self._stop(left)
+        if self.pool_id is not None:  # the nodes are gone: segments still named were never read
+            remove_pool_segments(self.pool_id)
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None

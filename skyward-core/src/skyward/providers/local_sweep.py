@@ -160,3 +160,14 @@ def sweep(
             shutil.rmtree(run.path, ignore_errors=True)
             removed.append(run.path)
     return removed
+
+
+def swept_pool_ids(removed: Iterable[Path]) -> list[str]:
+    """The pool ids of removed run directories (``skyward-<pool id>-<mkdtemp's random
+    suffix>``, which holds no ``-``), whose shared-memory segments go with them (pure)."""
+    ids = []
+    for path in removed:
+        stem, _, suffix = path.name.rpartition("-")
+        if suffix and stem.startswith(RUN_DIR_PREFIX):
+            ids.append(stem.removeprefix("skyward-"))
+    return ids

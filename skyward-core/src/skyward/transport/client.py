@@ -45,6 +45,7 @@ from skyward.transport.load import ClientLoad
 from skyward.transport.membership import Membership
 from skyward.transport.results import RemoteTraceback, ResultDecoder
 from skyward.transport.security import PoolKeys
+from skyward.transport.shm import SharedMemory
 from skyward.transport.socket_loop import MessageHandler, SocketLoop
 from skyward.transport.stream import STREAM_WINDOW, FinishHandler, RemoteStream
 from skyward.transport.streaming import Inputs, Streams
@@ -81,7 +82,9 @@ class PoolClient:
         wheels: WheelSupply | None = None,
         identities: Sequence[NodeIdentity] | None = None,
         files: FileSync | None = None,
+        shm: SharedMemory | None = None,
     ) -> None:
+        # shm: a Local pool's shared memory for large buffers (skyward.transport.shm)
         # files: ships the project's files to each node after its handshake (skyward.files)
         # node_timeout: seconds of silence after which a node is lost (see NODE_TIMEOUT)
         # rerun_lost: what a lost node (silent, failed by the pool, or whose agent left
@@ -98,7 +101,7 @@ class PoolClient:
         self._endpoints = list(endpoints)
         decoder = decoder or ResultDecoder()
         self._ledger = TaskLedger(rerun_lost, wait_for_nodes)
-        self._links = Links(keys, port_map)
+        self._links = Links(keys, port_map, shm)
         self._liveness = Liveness(self._ledger, self._links, node_timeout, on_node_lost)
         self._loop = SocketLoop(
             self._ledger, self._links, decoder, on_message, self._liveness.heartbeat, self._liveness.goodbye

@@ -95,10 +95,13 @@ class DirectPath:
             task_id = ledger.next_id()
             sent = (sock, task_id)
             task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
-            wire.send_frames(sock, wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames]))
+            wire.send_frames(
+                sock,
+                wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames], self._links.shm),
+            )
             while True:
                 if sock.poll(_POLL_MS):
-                    header, parts = wire.open_message(wire.recv_frames(sock))
+                    header, parts = wire.open_message(wire.recv_frames(sock), self._links.shm)
                     if header[:1] != wire.RESULTS:
                         continue
                     offset = 0
@@ -165,7 +168,10 @@ class DirectPath:
             sock = self._socket(worker)
             sockets.append(sock)
             task_id = self._ledger.next_id()
-            wire.send_frames(sock, wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames]))
+            wire.send_frames(
+                sock,
+                wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames], self._links.shm),
+            )
             pending[task_id] = position
             poller.register(sock, zmq.POLLIN)
         try:
@@ -192,7 +198,7 @@ class DirectPath:
             for sock, _ in poller.poll(_POLL_MS):
                 while True:
                     try:
-                        header, parts = wire.open_message(wire.recv_frames(sock, zmq.NOBLOCK))
+                        header, parts = wire.open_message(wire.recv_frames(sock, zmq.NOBLOCK), self._links.shm)
                     except zmq.Again:
                         break
                     if header[:1] != wire.RESULTS:

@@ -23,6 +23,7 @@ from skyward.transport import security
 from skyward.transport.dispatcher import WorkerKey
 from skyward.transport.handshake import worker_endpoint
 from skyward.transport.security import PoolKeys
+from skyward.transport.shm import SharedMemory
 
 __all__ = ["Links", "NodeInfo", "NodeLink", "PortMap", "WorkerLink", "node_info"]
 
@@ -94,7 +95,8 @@ class NodeLink:
 class Links:
     """The nodes this client talks to, by index, and the factory of its sockets."""
 
-    def __init__(self, keys: PoolKeys | None, port_map: PortMap | None = None) -> None:
+    def __init__(self, keys: PoolKeys | None, port_map: PortMap | None = None, shm: SharedMemory | None = None) -> None:
+        # shm: a Local pool's shared memory for large buffers (skyward.transport.shm), both ways
         # port_map(node, container_port): where the client reaches that port of a node
         # whose host maps container ports to other ports (the PortMapping ability of
         # container clouds: VastAI hands out random host ports, so the workers' ports
@@ -103,6 +105,7 @@ class Links:
         self._keys = keys
         self._port_map = port_map
         self.nodes: dict[int, NodeLink] = {}
+        self.shm = shm
 
     def node_key(self, index: int) -> bytes | None:
         """Node ``index``'s current CURVE server key (a replacement has a new one:

@@ -234,7 +234,7 @@ class SocketLoop:
             entries.append((task_id, len(task_frames), window))
             frames.extend(task_frames)
         if entries and worker is not None and worker.socket is not None:
-            wire.send_frames(worker.socket, wire.pack_message([wire.pack_tasks(entries), *frames]))
+            wire.send_frames(worker.socket, wire.pack_message([wire.pack_tasks(entries), *frames], self._links.shm))
 
     def _drain_worker(self, worker: WorkerLink) -> None:
         while worker.socket is not None:
@@ -242,7 +242,7 @@ class SocketLoop:
                 frames = wire.recv_frames(worker.socket, zmq.NOBLOCK)
             except zmq.Again:
                 return
-            header, parts = wire.open_message(frames)
+            header, parts = wire.open_message(frames, self._links.shm)
             if header[:1] != wire.RESULTS:
                 continue
             self._resolve(worker, wire.unpack_results(header), parts, time.monotonic())

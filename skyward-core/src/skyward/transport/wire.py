@@ -24,7 +24,9 @@ Data plane, client <-> worker, direct (one hop: no relay through the agent):
 Every frame costs ~10 us in pyzmq, so small parts share one frame; large buffers keep
 their own (zero-copy). TASKS and RESULTS travel packed (``pack_message``): the header and
 every small frame of every task or result in one frame, each large buffer in its own.
-``open_message`` reads packed and plain messages alike.
+``open_message`` reads packed and plain messages alike. On a Local pool a part of 32 MiB or
+more travels in a shared-memory segment instead, the pack holding only its name and length
+(``skyward.transport.shm``).
 
 Control plane, client <-> agent (JSON, never pickle: reading one cannot run code):
     HELLO [?]  -> INFO [I, json]   once every worker is up: versions, worker endpoints
@@ -47,6 +49,9 @@ import struct
 from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
+
+from skyward.errors import SharedMemoryError
+from skyward.transport.shm import SharedMemory
 
 TASKS = b"T"
 RESULTS = b"R"
@@ -194,6 +199,8 @@ def encode_task(fn_key: bytes, fn_bytes: bytes, arguments: Sequence[Any]) -> lis
 
 def decode_task(frames: Sequence[Any]) -> tuple[bytes, memoryview, list[Any]]:
     """(fn_key, fn_bytes (empty when cached), argument frames) of one task."""
+    if isinstance(frames[0], SharedMemoryError):
+        raise frames[0]  # its head (a pickle of 32 MiB or more) was in a segment that could not be read
     head = memoryview(frames[0].buffer if hasattr(frames[0], "buffer") else frames[0])
     key = bytes(head[:FN_KEY_SIZE])
     (length,) = _FN_LEN.unpack_from(head, FN_KEY_SIZE)
@@ -205,9 +212,10 @@ ZERO_COPY_MIN = 64 * 1024
 
 
 _OWN_FRAME = 0xFFFFFFFF  # in a pack's table: this part travels as its own frame
+_IN_SHM = 0x80000000  # in a pack's table, with the size of a small part: that part names a segment
 
 
-def pack_message(frames: Sequence[Any]) -> list[Any]:
+def pack_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> list[Any]:
     """A message's frames for the wire: one frame holding the marker, a table of part
     sizes and every part under ``ZERO_COPY_MIN`` (the header first), then each larger
     part as its own frame, zero-copy. A chunk of 16 trivial tasks is then 1 frame, not
@@ -215,9 +223,11 @@ def pack_message(frames: Sequence[Any]) -> list[Any]:
     ``zmq.Frame`` to receive, a small part here a join and a slice. Sent and read back
     over ipc on this machine (best of 3 x 5,000): 16 results and their header took
     25.0 us plain, 13.1 us packed; a header and one result 8.8 us plain, 9.5 us packed,
-    so a message of two parts or fewer stays plain."""
-    if len(frames) <= 2:
-        return list(frames)
+    so a message of two parts or fewer stays plain.
+
+    With ``shm`` (a Local pool: see ``skyward.transport.shm``) a part of at least its
+    threshold is written into a shared-memory segment and the message carries the
+    segment's reference (a small part marked ``_IN_SHM`` in the table) instead."""
     sizes: list[int] = []
     small: list[Any] = [b""]
     large: list[Any] = []
@@ -226,11 +236,40 @@ def pack_message(frames: Sequence[Any]) -> list[Any]:
         if size < ZERO_COPY_MIN:
             sizes.append(size)
             small.append(frame)
-        else:
+            continue
+        ref = shm.put(frame) if shm is not None and shm.wants(size) else None
+        if ref is None:
             sizes.append(_OWN_FRAME)
             large.append(frame)
+        else:
+            sizes.append(_IN_SHM | len(ref))
+            small.append(ref)
+    if len(frames) <= 2 and all(s == _OWN_FRAME or not s & _IN_SHM for s in sizes):
+        return list(frames)
     small[0] = PACKED + _COUNT.pack(len(sizes)) + _table(len(sizes)).pack(*sizes)
     return [b"".join(small), *large]
+
+
+def shm_refs(message: Sequence[Any]) -> list[memoryview]:
+    """The segment references of a packed message (``pack_message``), to discard when it
+    could not be sent."""
+    if not message:
+        return []
+    first = memoryview(message[0])
+    if first[:1] != PACKED:
+        return []
+    (count,) = _COUNT.unpack_from(first, 1)
+    sizes = _table(count).unpack_from(first, 1 + _COUNT.size)
+    offset = 1 + _COUNT.size + 4 * count
+    refs = []
+    for size in sizes:
+        if size == _OWN_FRAME:
+            continue
+        length = size & ~_IN_SHM
+        if size & _IN_SHM:
+            refs.append(first[offset : offset + length])
+        offset += length
+    return refs
 
 
 _TABLES: dict[int, struct.Struct] = {}
@@ -247,10 +286,12 @@ def _table(count: int) -> struct.Struct:
     return table
 
 
-def open_message(frames: Sequence[Any]) -> tuple[bytes, list[Any]]:
+def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tuple[bytes, list[Any]]:
     """(header, the other parts) of a received message (``zmq.Frame`` objects or bytes),
     packed (``pack_message``: small parts come back as memoryviews into its first frame)
-    or plain (one frame per part, as a hand-built message sends them)."""
+    or plain (one frame per part, as a hand-built message sends them). A part in shared
+    memory comes back as a view of its segment, mapped (and its name unlinked) here: only
+    with ``shm``, a Local pool's; any other receiver refuses such a message."""
     head = frames[0]
     first = memoryview(head.buffer if hasattr(head, "buffer") else head)
     if first[:1] != PACKED:
@@ -258,13 +299,24 @@ def open_message(frames: Sequence[Any]) -> tuple[bytes, list[Any]]:
     (count,) = _COUNT.unpack_from(first, 1)
     sizes = _table(count).unpack_from(first, 1 + _COUNT.size)
     offset = 1 + _COUNT.size + 4 * count
-    if sizes.count(_OWN_FRAME) != len(frames) - 1 or offset + sum(s for s in sizes if s != _OWN_FRAME) != len(first):
+    inline = sum(s & ~_IN_SHM for s in sizes if s != _OWN_FRAME)
+    if sizes.count(_OWN_FRAME) != len(frames) - 1 or offset + inline != len(first):
         raise ValueError("a packed message whose table does not match its frames")
+    if shm is None and any(s != _OWN_FRAME and s & _IN_SHM for s in sizes):
+        raise ValueError("a message with a shared-memory part, where this pool uses no shared memory")
     rest = iter(frames[1:])
     parts: list[Any] = []
     for size in sizes:
         if size == _OWN_FRAME:
             parts.append(next(rest))
+        elif size & _IN_SHM:
+            length = size & ~_IN_SHM
+            assert shm is not None
+            try:
+                parts.append(shm.take(first[offset : offset + length]))
+            except (OSError, ValueError) as error:  # its task fails with this (serialize.loads raises it)
+                parts.append(SharedMemoryError(f"a buffer of this task in shared memory could not be read: {error}"))
+            offset += length
         else:
             parts.append(first[offset : offset + size])
             offset += size

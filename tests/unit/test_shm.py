@@ -1,0 +1,205 @@
+"""Shared memory for a Local pool's large buffers: the pure decisions, the segment writer
+and reader, and the wire's packing of segment references (skyward.transport.shm)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skyward.errors import SharedMemoryError
+from skyward.providers.local_sweep import swept_pool_ids
+from skyward.transport import serialize, wire
+from skyward.transport.shm import (
+    FREE_MARGIN,
+    SharedMemory,
+    decode_ref,
+    encode_ref,
+    pool_of,
+    pool_segments,
+    remove_pool_segments,
+    room_for,
+    segment_name,
+    shared_memory_applies,
+)
+
+POOL = "sky-0badcafe"
+_cloud_names = st.text(min_size=0, max_size=20).filter(lambda name: name != "local")
+
+
+@given(provider=_cloud_names, transport=st.sampled_from(["ipc", "tcp", "", "udp"]))
+def test_no_provider_but_local_ever_uses_shared_memory(provider: str, transport: str) -> None:
+    assert not shared_memory_applies(provider, transport)
+
+
+@pytest.mark.parametrize("provider", ["aws", "digitalocean", "runpod", "vastai", "verda", "localhost", "Local"])
+def test_a_cloud_pool_over_tcp_never_uses_shared_memory(provider: str) -> None:
+    assert not shared_memory_applies(provider, "tcp")
+
+
+def test_a_local_pool_uses_shared_memory_over_ipc_and_tcp_alike() -> None:
+    assert shared_memory_applies("local", "ipc")
+    assert shared_memory_applies("local", "tcp")
+    assert not shared_memory_applies("local", "carrier-pigeon")
+
+
+@given(pool=st.from_regex(r"sky-[0-9a-f-]{1,16}", fullmatch=True), token=st.from_regex(r"[0-9a-f]{16}", fullmatch=True))
+def test_a_segment_name_carries_its_pool_id(pool: str, token: str) -> None:
+    assert pool_of(segment_name(pool, token)) == pool
+
+
+@pytest.mark.parametrize("name", ["skyward-", "skyward-sky-1-", "other-sky-1-0123456789abcdef", "skyward-sky-1-ab/cd"])
+def test_a_name_that_is_not_a_segment_of_ours_has_no_pool(name: str) -> None:
+    assert pool_of(name) is None
+
+
+@given(name=st.from_regex(r"skyward-sky-[0-9a-f]{8}-[0-9a-f]{16}", fullmatch=True), length=st.integers(0, 2**63))
+def test_a_reference_reads_back_as_written(name: str, length: int) -> None:
+    assert decode_ref(encode_ref(name, length)) == (name, length)
+
+
+@given(size=st.integers(0, 2**40), free=st.integers(0, 2**40))
+def test_a_buffer_fits_only_with_the_margin_left_free(size: int, free: int) -> None:
+    assert room_for(size, free) == (size + FREE_MARGIN <= free)
+
+
+def test_a_buffer_read_back_from_its_segment_is_the_same_and_its_name_is_gone(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, directory=tmp_path)
+    data = os.urandom(3 * 2**20)
+    ref = shm.put(data)
+    assert ref is not None
+    (segment,) = pool_segments(POOL, tmp_path)
+    assert stat.S_IMODE(segment.stat().st_mode) == 0o600
+    view = shm.take(ref)
+    assert bytes(view) == data
+    assert pool_segments(POOL, tmp_path) == []  # unlinked once mapped; the view still reads it
+    view[0] = 0  # the receiver's own (writable) copy
+    view.release()
+
+
+def test_a_reference_to_another_pool_s_segment_is_refused(tmp_path: Path) -> None:
+    other = SharedMemory("sky-other", directory=tmp_path)
+    ref = other.put(b"x" * 2**20)
+    assert ref is not None
+    with pytest.raises(ValueError, match="not a segment of pool"):
+        SharedMemory(POOL, directory=tmp_path).take(ref)
+
+
+def test_a_segment_of_another_length_is_refused(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, directory=tmp_path)
+    ref = shm.put(b"x" * 2**20)
+    assert ref is not None
+    name, length = decode_ref(ref)
+    with pytest.raises(ValueError, match="0600 segment"):
+        shm.take(encode_ref(name, length + 1))
+
+
+def test_too_little_free_space_falls_back_to_the_socket_with_one_line(tmp_path: Path) -> None:
+    said: list[str] = []
+    shm = SharedMemory(POOL, directory=tmp_path, free_space=lambda: 10 * 2**20, warn=said.append)
+    assert shm.put(b"x" * 2**20) is None
+    assert shm.put(b"y" * 2**20) is None
+    assert len(said) == 1 and "through the socket" in said[0] and "MiB free" in said[0]
+    assert pool_segments(POOL, tmp_path) == []
+
+
+def test_a_segment_that_cannot_be_created_falls_back_to_the_socket_with_one_line(tmp_path: Path) -> None:
+    said: list[str] = []
+    shm = SharedMemory(POOL, directory=tmp_path / "missing", free_space=lambda: 2**40, warn=said.append)
+    assert shm.put(b"x" * 2**20) is None
+    assert len(said) == 1 and "cannot create a segment" in said[0]
+
+
+def test_a_packed_message_s_large_parts_travel_through_shared_memory(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
+    big, middle = os.urandom(2**20 + 3), os.urandom(wire.ZERO_COPY_MIN)
+    physical = wire.pack_message([b"R-head", big, b"small", middle], shm)
+    assert len(physical) == 2  # the pack and the middle part; the big one is in a segment
+    assert len(pool_segments(POOL, tmp_path)) == 1
+    header, parts = wire.open_message(physical, shm)
+    assert header == b"R-head" and [bytes(p) for p in parts] == [big, b"small", middle]
+    assert pool_segments(POOL, tmp_path) == []
+
+
+def test_a_header_and_one_large_buffer_are_packed_when_the_buffer_goes_through_shared_memory(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
+    big = os.urandom(2**20)
+    physical = wire.pack_message([b"R-head", big], shm)
+    assert len(physical) == 1
+    assert [bytes(p) for p in wire.open_message(physical, shm)[1]] == [big]
+
+
+def test_a_message_with_a_segment_is_refused_where_the_pool_uses_no_shared_memory(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
+    physical = wire.pack_message([b"R-head", b"z" * 2**20], shm)
+    with pytest.raises(ValueError, match="uses no shared memory"):
+        wire.open_message(physical)
+
+
+def test_the_segments_of_a_message_not_sent_are_discarded(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
+    physical = wire.pack_message([b"R-head", b"a" * 2**20, b"b", b"c" * 2**20], shm)
+    assert len(wire.shm_refs(physical)) == 2 == len(pool_segments(POOL, tmp_path))
+    shm.discard(wire.shm_refs(physical))
+    assert pool_segments(POOL, tmp_path) == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 5, wire.ZERO_COPY_MIN, 2**17, 2**17 + 1]), max_size=6))
+def test_any_message_reads_back_through_shared_memory(sizes: list[int]) -> None:
+    directory = Path(os.environ.get("TMPDIR", "/tmp"))
+    shm = SharedMemory("sky-hypo" + str(os.getpid()), threshold=2**17, directory=directory)
+    parts = [bytes([i % 256]) * size for i, size in enumerate(sizes)]
+    physical = wire.pack_message([b"H", *parts], shm)
+    header, got = wire.open_message(physical, shm)
+    assert header == b"H" and [bytes(p) for p in got] == parts
+    assert pool_segments(shm.pool_id, directory) == []
+
+
+def test_a_numpy_array_unpickles_as_a_view_of_its_segment(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
+    array = np.arange(2**18, dtype=np.float64)
+    frames = serialize.dumps(array)
+    head, parts = wire.open_message(wire.pack_message([b"R", *frames], shm), shm)
+    got = serialize.loads(parts)
+    assert np.array_equal(got, array) and got.flags.writeable
+    assert head == b"R"
+
+
+def test_a_closed_pool_s_segments_are_removed_and_no_other_pool_s(tmp_path: Path) -> None:
+    for pool in (POOL, POOL, "sky-else"):
+        SharedMemory(pool, directory=tmp_path).put(b"x" * 2**20)
+    assert len(remove_pool_segments(POOL, tmp_path)) == 2
+    assert [p.name for p in tmp_path.iterdir()] == [p.name for p in pool_segments("sky-else", tmp_path)]
+
+
+def test_a_swept_run_directory_names_its_pool() -> None:
+    removed = [Path("/tmp/skyward-sky-1a2b3c4d-x_9k2mzq"), Path("/tmp/skyward-sky-ff-00aa11bb-abcd1234")]
+    assert swept_pool_ids(removed) == ["sky-1a2b3c4d", "sky-ff-00aa11bb"]
+
+
+def test_a_message_whose_buffer_finds_no_room_travels_whole_on_the_socket(tmp_path: Path) -> None:
+    said: list[str] = []
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path, free_space=lambda: 2**20, warn=said.append)
+    big = os.urandom(2**20 + 1)
+    physical = wire.pack_message([b"R-head", b"s", big], shm)
+    assert len(physical) == 2 and bytes(physical[1]) == big  # its own frame, as without shared memory
+    header, parts = wire.open_message(physical, shm)
+    assert header == b"R-head" and [bytes(p) for p in parts] == [b"s", big]
+    assert len(said) == 1 and pool_segments(POOL, tmp_path) == []
+
+
+def test_a_segment_gone_before_it_is_read_fails_its_task_not_the_reader(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, threshold=2**20, directory=tmp_path)
+    frames = serialize.dumps(np.ones(2**18))
+    physical = wire.pack_message([b"R", *frames], shm)
+    remove_pool_segments(POOL, tmp_path)  # another process removed it from /dev/shm
+    header, parts = wire.open_message(physical, shm)
+    assert header == b"R"
+    with pytest.raises(SharedMemoryError, match="could not be read"):
+        serialize.loads(parts)
