@@ -39,8 +39,10 @@ def start_system(name: str) -> System:
         from bench.subject import SkywardSystem
 
         # skyward+curve stands for a cloud node: its buffers go through CURVE, never shared memory
-        return SkywardSystem(transport="ipc", name=name) if name == "skyward" else SkywardSystem(
-            transport="tcp", shared_memory=False, name=name
+        return (
+            SkywardSystem(transport="ipc", name=name)
+            if name == "skyward"
+            else SkywardSystem(transport="tcp", shared_memory=False, name=name)
         )
     if name == "skyward-socket":  # large buffers through the socket: the baseline of the shm path
         from bench.subject import SkywardSystem
