@@ -413,3 +413,13 @@ def test_a_record_without_a_status_is_a_pool_still_opening_until_it_is_old(tmp_p
     assert [r.record.name for r in fresh] == ["opening"]
     later, over = pools.live_pools(store, NOW)
     assert later == [] and [r.name for r in over] == ["opening"] and store.names() == []
+
+
+def test_a_node_change_written_after_the_pool_s_record_went_is_dropped(tmp_path: Path) -> None:
+    store = PoolStore(tmp_path)
+    rec = record(unique("gone"))
+    write(store, rec)
+    store.remove(rec.name)  # the pool closed while a node joined
+    store.write_keys(rec.name, KeptKeys(Keypair.generate(), {}))
+    store.update(rec)
+    assert store.names() == [] and not store.path(rec.name).exists()

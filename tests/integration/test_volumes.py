@@ -105,9 +105,20 @@ def test_a_volume_that_cannot_come_up_fails_the_open_with_the_node_s_reason_and_
     store: Store, mount_dir: str
 ) -> None:
     missing = sky.Volume("no-such-bucket-here", mount_dir, storage=store.storage, mode="sync")
-    before = {p.pid for p in psutil.process_iter()}
     with pytest.raises(VolumeError, match=r"node 0: could not download .*no-such-bucket-here"):
         with sky.ComputePool(provider=sky.Local(), nodes=1, volume=[missing], display="quiet"):
             pass
-    left = [p for p in psutil.process_iter(["cmdline"]) if p.pid not in before and "skyward.agent" in str(p.info)]
-    assert left == []
+    assert _agents_of_this_process() == []
+
+
+def _agents_of_this_process() -> list[int]:
+    """The node agents this test process started and that still run (a Local node's bash
+    execs its agent, a child of ours; pools of other test processes are not)."""
+    agents = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "skyward.agent" in " ".join(child.cmdline()):
+                agents.append(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return agents

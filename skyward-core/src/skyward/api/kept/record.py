@@ -254,12 +254,16 @@ class PoolStore:
         )
 
     def write_keys(self, name: str, keys: KeptKeys) -> None:
-        """Rewrite ``keys.json`` (0600): a node was added or replaced with a key of its own."""
-        _write(self.path(name) / KEYS_FILE, keys.to_json().encode())
+        """Rewrite ``keys.json`` (0600): a node was added or replaced with a key of its own.
+        Dropped when the record went meanwhile, as a status is: a node that joined while
+        its pool closed (seen in the elastic benchmark) belongs to no recorded pool."""
+        with contextlib.suppress(FileNotFoundError):
+            _write(self.path(name) / KEYS_FILE, keys.to_json().encode())
 
     def update(self, record: PoolRecord) -> None:
-        """Rewrite ``pool.json`` (its nodes changed)."""
-        _write(self.path(record.name) / RECORD_FILE, record.to_json().encode())
+        """Rewrite ``pool.json`` (its nodes changed); dropped when the record went meanwhile."""
+        with contextlib.suppress(FileNotFoundError):
+            _write(self.path(record.name) / RECORD_FILE, record.to_json().encode())
 
     def names(self) -> list[str]:
         """Every recorded pool's name, sorted."""
