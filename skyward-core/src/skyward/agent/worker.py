@@ -110,13 +110,17 @@ class _StreamOutput:
             self.packed = []
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when the supervisor dies, so no worker outlives its node."""
+def die_with_parent(name: bytes | None = None) -> None:
+    """Ask Linux to SIGKILL us when the supervisor dies, so no worker outlives its node;
+    with ``name``, also name this process (what ``ps -o comm`` and ``top`` show: a worker
+    forked from its agent keeps the agent's command line)."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            pr_set_pdeathsig = 1
+            pr_set_pdeathsig, pr_set_name = 1, 15
             libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+            if name is not None:
+                libc.prctl(pr_set_name, ctypes.c_char_p(name[:15]))
         except OSError:
             pass
 
@@ -620,9 +624,18 @@ class Worker:
 
 
 def main() -> None:
-    _die_with_parent()
+    """A worker started as its own interpreter (``python -m skyward.agent.worker``): its
+    config is the first line of stdin."""
+    die_with_parent()
     config = json.loads(sys.stdin.readline())
     sys.stdin.close()
+    run(config)
+
+
+def run(config: dict[str, Any]) -> None:
+    """Serve tasks until told to stop: the worker's whole life once it has its config,
+    whether it was started as an interpreter of its own (``main``) or forked from its
+    agent (``skyward.agent.processes.fork_worker``)."""
     worker = Worker(config)
     try:
         worker.serve()
