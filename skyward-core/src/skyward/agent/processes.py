@@ -165,13 +165,12 @@ def _become_worker(
     os.environ.clear()
     os.environ.update(env)
     encoding, errors = sys.stdout.encoding, sys.stderr.errors
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding, write_through=True)
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False), encoding, errors=errors, write_through=True
-    )
-    stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding)
-    stdin.close()  # as ``main`` closes it once the config is read
-    sys.stdin = sys.__stdin__ = stdin
+    # the agent's streams buffer their writes; ``__stdout__`` and ``__stderr__`` are
+    # replaced too, as a fresh unbuffered interpreter's are those same objects
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding, write_through=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding, errors=errors, write_through=True)
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]  # typeshed: Final
+    sys.stdin.close()  # as ``main`` closes it once the config is read (and what it buffered goes)
     sys.argv = [worker_module.__file__ or "skyward.agent.worker"]
     sys.modules["__main__"] = worker_module
     with os.fdopen(config_fd, "rb") as pipe:

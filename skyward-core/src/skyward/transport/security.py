@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 import zmq
