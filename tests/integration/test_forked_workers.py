@@ -90,3 +90,68 @@ def test_a_forked_worker_that_never_gets_its_config_exits_with_status_1(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1 skyward worker: its agent sent no config"
+
+
+_HOOK_PLUGIN = """
+import os
+import pluggy
+
+hookimpl = pluggy.HookimplMarker("skyward")
+
+
+@hookimpl
+def skyward_worker_startup(info):
+    os.environ["HOOKED_WORKER"] = str(info.worker)
+"""
+
+_CLIENT = """
+import os, skyward as sky
+
+@sky.compute
+def hooked():
+    return os.environ.get("HOOKED_WORKER")
+
+with sky.ComputePool(nodes=1, concurrency=2, display="quiet") as pool:
+    print(sorted(map(str, hooked() @ pool)))
+"""
+
+
+def _install_hook_plugin(site: Path) -> None:
+    """A plugin implementing skyward_worker_startup, installed as a distribution with an
+    entry point in the ``skyward`` group (a dist-info directory on the path)."""
+    (site / "hook_plugin_for_tests.py").write_text(_HOOK_PLUGIN)
+    info = site / "hook_plugin_for_tests-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hook-plugin-for-tests\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[skyward]\nhook-plugin-for-tests = hook_plugin_for_tests\n")
+
+
+def test_a_plugin_s_worker_startup_hook_runs_in_every_worker_of_a_local_pool(tmp_path: Path) -> None:
+    # the client tells a node that shares its environment which plugins implement the
+    # hook (the others are not loaded there): this one must be among them
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_hook_plugin(site)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(
+        [sys.executable, "-c", _CLIENT], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "['0', '1']"
+
+
+def test_the_client_names_the_plugins_that_implement_the_worker_hook(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_hook_plugin(site)
+    script = (
+        "from skyward.plugins.registry import worker_startup_plugins, worker_startup_manager\n"
+        "names = worker_startup_plugins()\n"
+        "print(names, len(worker_startup_manager(names).get_plugins()), len(worker_startup_manager([]).get_plugins()))"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['hook-plugin-for-tests'] 1 0"

@@ -176,6 +176,13 @@ def needs_environment(image: Image, ctx: BootstrapContext) -> bool:
     return not (ctx.local and not image.pip and ctx.python_executable)
 
 
+def shares_client_environment(image: Image, ctx: BootstrapContext) -> bool:
+    """Whether the node runs this very interpreter and its environment (a node on this
+    machine whose image asks for no pip packages): it then has exactly this client's
+    packages and plugins, which the client can tell it instead of its finding them."""
+    return ctx.local and not needs_environment(image, ctx) and ctx.python_executable == sys.executable
+
+
 def _deps(image: Image, ctx: BootstrapContext) -> str:
     if not needs_environment(image, ctx):
         return f"# no pip packages: run on the client's own interpreter\nPY={_q(ctx.python_executable or 'python3')}"

@@ -118,6 +118,7 @@ class Supervisor:
         return {
             "control": self.backend_endpoint,
             "bind": self._worker_bind(index),
+            "plugins": c.worker_plugins,
             "curve": curve,
             "info": {
                 "node": c.node,

@@ -30,7 +30,7 @@ import zmq
 from skyward.agent.listen import listen
 from skyward.agent.watch import WATCH_AFTER, SocketWatch
 from skyward.errors import AbandonedError, RemoteError
-from skyward.plugins.registry import get_plugin_manager
+from skyward.plugins.registry import worker_startup_manager
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import inputs, security, serialize, wire
 from skyward.transport.shm import SharedMemory
@@ -214,6 +214,7 @@ class Worker:
         # watch_after: when the watch thread takes the socket during a task (see ``watch``)
         self.clock = clock
         self.info = InstanceInfo(**config["info"])
+        self.plugins: list[str] | None = config.get("plugins")  # see worker_startup_manager
         set_instance_info(self.info)
         # a Local pool's segments (skyward.transport.shm): read from the first task (the
         # client alone sends them, on a Local pool), written once CLUSTER says so
@@ -275,7 +276,7 @@ class Worker:
     def serve(self) -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
-        get_plugin_manager().hook.skyward_worker_startup(info=self.info)
+        worker_startup_manager(self.plugins).hook.skyward_worker_startup(info=self.info)
         self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
         poller = zmq.Poller()
         poller.register(self.tasks, zmq.POLLIN)
