@@ -44,7 +44,7 @@ WORKER_NAME = b"skyward-worker"
 
 
 class ForkedChild:
-    """A worker forked from its agent (``fork_worker``), with the few ``Popen`` methods
+    """A worker forked from its agent (``fork_workers``), with the few ``Popen`` methods
     the supervisor uses: the agent is its parent, so ``waitpid`` reaps it and the exit
     status reads as ``Popen``'s (negative: the signal that killed it)."""
 
@@ -81,7 +81,8 @@ class ForkedChild:
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): dead, status unknown, as Popen says
+                self.returncode = 0
                 return self.returncode
             if pid == self.pid:
                 self.returncode = os.waitstatus_to_exitcode(status)

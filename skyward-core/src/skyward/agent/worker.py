@@ -636,7 +636,7 @@ def main() -> None:
 def run(config: dict[str, Any]) -> None:
     """Serve tasks until told to stop: the worker's whole life once it has its config,
     whether it was started as an interpreter of its own (``main``) or forked from its
-    agent (``skyward.agent.processes.fork_worker``)."""
+    agent (``skyward.agent.processes.fork_workers``)."""
     worker = Worker(config)
     try:
         worker.serve()
