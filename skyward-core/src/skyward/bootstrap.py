@@ -278,7 +278,7 @@ if cloudpickle.__version__ != want_cp:
 (written for any Python 3, so an older node reads it and says so)."""
 
 _RUN_MODULE = """import os, runpy
-module = sys.argv[-1]  # the program's arguments are "-m <module>": run it as python -m would
+module = sys.argv[-1]  # the arguments are "-m <module>": run it as python -m would
 sys.argv[:] = sys.argv[:1]
 sys.path[0] = os.getcwd()
 runpy.run_module(module, run_name="__main__", alter_sys=True)
