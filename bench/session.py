@@ -54,7 +54,8 @@ def start_system(name: str) -> System:
 def preimport(names: Sequence[str]) -> None:
     """Import each system's library before anything is timed: an import is paid once per
     process, not per pool start."""
-    modules = {"loky": "loky", "ray": "ray", "dask": "distributed"}
+    # skyward's pool module is imported on first use of sky.ComputePool (skyward/__init__.py)
+    modules = {"loky": "loky", "ray": "ray", "dask": "distributed", "skyward": "skyward.api.pool"}
     for name in names:
         if name in modules:
             __import__(modules[name])

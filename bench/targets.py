@@ -82,6 +82,8 @@ TARGETS: tuple[Target, ...] = (
            ("throughput", "ray", "tasks_per_s")),
     Target("array round trip: GB/s vs floor (zero-copy)", ("bandwidth", "skyward", "gb_per_s"), ">=", 0.7,
            ("bandwidth", "floor", "gb_per_s")),
+    Target("start to first result vs loky", ("startup", "skyward", "seconds"), "<=", 1.5,
+           ("startup", "loky", "seconds")),
     Target("start to first result vs ray.init + first task", ("startup", "skyward", "seconds"), "<=", 0.25,
            ("startup", "ray", "seconds")),
     Target("start to first result vs Dask LocalCluster", ("startup", "skyward", "seconds"), "<=", 1.0,

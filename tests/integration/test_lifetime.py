@@ -20,17 +20,19 @@ GRACE = 3.0
 
 
 def _agent_processes(pool_id: str) -> list[psutil.Process]:
-    """The agents of a Local pool: ``python -m skyward.agent`` running in a node directory
-    of the pool's run directory (``.../skyward-<pool id>-*/node-<i>``)."""
+    """The agents of a Local pool: ``python ... -m skyward.agent`` running in a node
+    directory of the pool's run directory (``.../skyward-<pool id>-*/node-<i>``), less
+    their workers forked from them (which keep the agent's command line)."""
     found = []
-    for proc in psutil.process_iter(["cmdline", "cwd"]):
+    for proc in psutil.process_iter(["cmdline", "cwd", "ppid"]):
         try:
             cmd = proc.info["cmdline"] or []
             if cmd[-2:] == ["-m", "skyward.agent"] and f"skyward-{pool_id}-" in (proc.info["cwd"] or ""):
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-    return found
+    pids = {proc.pid for proc in found}
+    return [proc for proc in found if proc.info["ppid"] not in pids]
 
 
 def _tree(procs: list[psutil.Process]) -> list[psutil.Process]:

@@ -47,12 +47,17 @@ def _try(
 
 
 def _agent_of(pool: sky.ComputePool) -> psutil.Process:
-    """The agent process of a one-node Local pool: ``-m skyward.agent`` in its run directory."""
+    """The agent process of a one-node Local pool: ``-m skyward.agent`` in its run directory
+    (its workers, forked from it, keep its command line: the agent is their parent)."""
     run_dir = str(pool._driver.run_dir)  # type: ignore[attr-defined]
-    for proc in psutil.process_iter(["cmdline", "cwd"]):
-        if (proc.info["cmdline"] or [])[-2:] == ["-m", "skyward.agent"] and (proc.info["cwd"] or "").startswith(
-            run_dir
-        ):
+    found = [
+        proc
+        for proc in psutil.process_iter(["cmdline", "cwd", "ppid"])
+        if (proc.info["cmdline"] or [])[-2:] == ["-m", "skyward.agent"] and (proc.info["cwd"] or "").startswith(run_dir)
+    ]
+    pids = {proc.pid for proc in found}
+    for proc in found:
+        if proc.info["ppid"] not in pids:
             return proc
     raise AssertionError(f"no agent runs in {run_dir}")
 

@@ -85,6 +85,10 @@ class AgentConfig:
     head_addr: str = "127.0.0.1"
     head_port: int = 0
     instance_id: str = ""
+    # the entry-point names of the plugins whose skyward_worker_startup the workers call,
+    # when the client knows them (its own environment: see worker_startup_manager); None:
+    # every plugin installed on the node
+    worker_plugins: list[str] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

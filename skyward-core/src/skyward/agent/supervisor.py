@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from skyward.agent.listen import listen
 from skyward.agent.metrics import MetricsSampler
 from skyward.agent.mounts import Mounts
 from skyward.agent.notices import notices_dir
-from skyward.agent.processes import WorkerProcess, describe_exit
+from skyward.agent.processes import ForkedChild, WorkerProcess, can_fork, describe_exit, fork_workers
 from skyward.files import receiver
 from skyward.home import skyward_home
 from skyward.transport import security, wire
@@ -55,8 +56,11 @@ class Supervisor:
     (``listen`` binds and says why not, ``output`` splits pipe bytes into lines,
     ``processes`` spawns, ``metrics``, ``notices``)."""
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, forked: Sequence[ForkedChild] = ()) -> None:
+        # forked: workers forked before this object opened any socket (``fork_workers``),
+        # one per worker index, waiting for their config; without them each is spawned
         self.config = config
+        self.forked = dict(enumerate(forked))
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.auth: Any = None
         self.frontend = self.context.socket(zmq.ROUTER)
@@ -114,6 +118,7 @@ class Supervisor:
         return {
             "control": self.backend_endpoint,
             "bind": self._worker_bind(index),
+            "plugins": c.worker_plugins,
             "curve": curve,
             "info": {
                 "node": c.node,
@@ -128,12 +133,11 @@ class Supervisor:
         }
 
     def _spawn(self, index: int) -> None:
-        env = dict(os.environ)
-        devices = self.config.visible_devices
-        if index < len(devices) and devices[index] is not None:
-            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the indices are NVML's, which follow the PCI bus
-            env["CUDA_VISIBLE_DEVICES"] = str(devices[index])
-        self.workers[index] = WorkerProcess.spawn(index, self._worker_config(index), env)
+        forked = self.forked.pop(index, None)
+        if forked is not None:
+            self.workers[index] = WorkerProcess.adopt(index, forked, self._worker_config(index))
+        else:
+            self.workers[index] = WorkerProcess.spawn(index, self._worker_config(index), worker_env(self.config, index))
 
     def start(self) -> str:
         c = self.config
@@ -405,6 +409,8 @@ class Supervisor:
     def shutdown(self) -> None:
         """Stop workers, forward the last of their output, say goodbye, close."""
         self.stopping = True
+        for child in self.forked.values():  # forked, never sent a config (the start failed)
+            child.kill_unstarted()
         for worker in self.workers.values():
             self._send_worker(worker, [wire.STOP])
         deadline = time.monotonic() + 3
@@ -426,6 +432,17 @@ class Supervisor:
         self.frontend.close(linger=1000)
         self.backend.close(linger=0)
         self.context.term()
+
+
+def worker_env(config: AgentConfig, index: int) -> dict[str, str]:
+    """Worker ``index``'s environment: the agent's, with its own devices."""
+    env = dict(os.environ)
+    devices = config.visible_devices
+    if index < len(devices) and devices[index] is not None:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the indices are NVML's, which follow the PCI bus
+        env["CUDA_VISIBLE_DEVICES"] = str(devices[index])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 def _with_mig_devices(config: AgentConfig) -> AgentConfig:
@@ -454,7 +471,10 @@ def _close_stdin() -> None:
 def main() -> None:
     config = _with_mig_devices(AgentConfig.from_stream(sys.stdin))
     _close_stdin()
-    supervisor = Supervisor(config)
+    # The workers are forked now, before any socket starts a thread; a forked worker
+    # returns only by raising SystemExit, so nothing here may catch it (processes.py).
+    forked = fork_workers([worker_env(config, i) for i in range(config.workers)]) if can_fork() else []
+    supervisor = Supervisor(config, forked)
 
     def on_signal(signum: int, _frame: object) -> None:
         supervisor._stop(f"received {signal.Signals(signum).name}")

@@ -30,7 +30,7 @@ import zmq
 from skyward.agent.listen import listen
 from skyward.agent.watch import WATCH_AFTER, SocketWatch
 from skyward.errors import AbandonedError, RemoteError
-from skyward.plugins.registry import get_plugin_manager
+from skyward.plugins.registry import worker_startup_manager
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import inputs, security, serialize, wire
 from skyward.transport.shm import SharedMemory
@@ -110,13 +110,17 @@ class _StreamOutput:
             self.packed = []
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when the supervisor dies, so no worker outlives its node."""
+def die_with_parent(name: bytes | None = None) -> None:
+    """Ask Linux to SIGKILL us when the supervisor dies, so no worker outlives its node;
+    with ``name``, also name this process (what ``ps -o comm`` and ``top`` show: a worker
+    forked from its agent keeps the agent's command line)."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            pr_set_pdeathsig = 1
+            pr_set_pdeathsig, pr_set_name = 1, 15
             libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+            if name is not None:
+                libc.prctl(pr_set_name, ctypes.c_char_p(name[:15]))
         except OSError:
             pass
 
@@ -210,6 +214,7 @@ class Worker:
         # watch_after: when the watch thread takes the socket during a task (see ``watch``)
         self.clock = clock
         self.info = InstanceInfo(**config["info"])
+        self.plugins: list[str] | None = config.get("plugins")  # see worker_startup_manager
         set_instance_info(self.info)
         # a Local pool's segments (skyward.transport.shm): read from the first task (the
         # client alone sends them, on a Local pool), written once CLUSTER says so
@@ -271,7 +276,7 @@ class Worker:
     def serve(self) -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
-        get_plugin_manager().hook.skyward_worker_startup(info=self.info)
+        worker_startup_manager(self.plugins).hook.skyward_worker_startup(info=self.info)
         self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
         poller = zmq.Poller()
         poller.register(self.tasks, zmq.POLLIN)
@@ -620,9 +625,18 @@ class Worker:
 
 
 def main() -> None:
-    _die_with_parent()
+    """A worker started as its own interpreter (``python -m skyward.agent.worker``): its
+    config is the first line of stdin."""
+    die_with_parent()
     config = json.loads(sys.stdin.readline())
     sys.stdin.close()
+    run(config)
+
+
+def run(config: dict[str, Any]) -> None:
+    """Serve tasks until told to stop: the worker's whole life once it has its config,
+    whether it was started as an interpreter of its own (``main``) or forked from its
+    agent (``skyward.agent.processes.fork_workers``)."""
     worker = Worker(config)
     try:
         worker.serve()

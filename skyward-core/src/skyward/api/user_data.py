@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from skyward.accelerators.mig_node import mig_setup_script
 from skyward.agent.config import ENV_VAR, AgentConfig
 from skyward.api.spec import PoolSpec
+from skyward.bootstrap import shares_client_environment
 from skyward.image import BootstrapContext, Image
 from skyward.plugins.contributions import BootstrapStep
-from skyward.plugins.registry import registry
+from skyward.plugins.registry import registry, worker_startup_plugins
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings
 from skyward.transport.handshake import NodeIdentity
 from skyward.transport.security import PoolKeys
@@ -99,6 +100,7 @@ class NodeUserData:
             visible_devices=list(visible_devices),
             mig_devices=spec.partitions if mig else 0,
             instance_id=instance_id,
+            worker_plugins=worker_startup_plugins() if shares_client_environment(spec.image, context) else None,
         )
         self._rendered[node] = instance_id
         self._wheels.offer(context.wheels)

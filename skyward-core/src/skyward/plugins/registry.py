@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any
 
 import pluggy
@@ -45,6 +46,42 @@ def check_hooks(pm: pluggy.PluginManager) -> None:
         raise ConfigurationError(
             f"{distribution_of(pm, error.plugin)}: {error}; skyward's hooks are: {known}"
         ) from error
+
+
+def worker_startup_plugins() -> list[str]:
+    """The entry-point names of this process's plugins that implement
+    ``skyward_worker_startup`` (a plugin registered by a ``register`` call has no entry
+    point: a worker never loads it)."""
+    pm = get_plugin_manager()
+    from_entry_points = {id(plugin) for plugin, _ in pm.list_plugin_distinfo()}
+    return sorted(
+        name
+        for impl in pm.hook.skyward_worker_startup.get_hookimpls()
+        if id(impl.plugin) in from_entry_points and (name := pm.get_name(impl.plugin)) is not None
+    )
+
+
+def worker_startup_manager(names: Sequence[str] | None) -> pluggy.PluginManager:
+    """The plugin manager a worker calls ``skyward_worker_startup`` on.
+
+    ``names`` None: every plugin installed (``get_plugin_manager``). A list: only the
+    entry points of those names, which is what the client found implementing the hook
+    when the node runs the client's own interpreter and environment (a Local pool with no
+    pip packages: the same plugins are installed, so the rest implement nothing a worker
+    calls). Loading every plugin imports each one and what it imports (the providers,
+    the distributed backends): 0.44 s of CPU per worker with the 8 plugins of this
+    repository's environment, most of a Local pool's start on this 2-core machine (a
+    2-node start went from 1.65 s to 0.70 s without it, loky's taking 0.41-0.46 s)."""
+    if names is None:
+        return get_plugin_manager()
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    if names:
+        wanted = set(names)
+        for entry_point in metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP):
+            if entry_point.name in wanted and pm.get_plugin(entry_point.name) is None:
+                pm.register(entry_point.load(), name=entry_point.name)
+    return pm
 
 
 def check_builtin(pm: pluggy.PluginManager) -> None:

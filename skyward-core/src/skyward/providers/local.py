@@ -201,7 +201,7 @@ class LocalDriver(Provider[Local]):
         return "local"
 
     def _bootstrap_context(self, spec: PoolSpec) -> BootstrapContext:
-        return local_bootstrap_context()
+        return local_bootstrap_context(spec.image)
 
     def launch(self, spec: PoolSpec, user_data: UserDataFactory, emit: EventSink) -> list[NodeHandle]:
         emit(InstanceLaunching(count=spec.nodes, instance_type="local", provider="local"))

@@ -195,25 +195,24 @@ class DirectPath:
         results: list[Any] = [None] * len(workers)
         errors: dict[int, BaseException] = {}
         while pending:
+            # one message from each socket that has one: a socket with more is ready again
+            # at the next poll, which then returns at once. Reading on until zmq.Again cost
+            # an exception per socket per wake-up, and a broadcast's workers answer one each.
             for sock, _ in poller.poll(_POLL_MS):
-                while True:
+                header, parts = wire.open_message(wire.recv_frames(sock), self._links.shm)
+                if header[:1] != wire.RESULTS:
+                    continue
+                offset = 0
+                for task_id, status, count, _ran in wire.unpack_results(header):
+                    payload = parts[offset : offset + count]
+                    offset += count
+                    if task_id not in pending:
+                        continue  # a late reply to an earlier call on this socket
+                    position = pending.pop(task_id)
                     try:
-                        header, parts = wire.open_message(wire.recv_frames(sock, zmq.NOBLOCK), self._links.shm)
-                    except zmq.Again:
-                        break
-                    if header[:1] != wire.RESULTS:
-                        continue
-                    offset = 0
-                    for task_id, status, count, _ran in wire.unpack_results(header):
-                        payload = parts[offset : offset + count]
-                        offset += count
-                        if task_id not in pending:
-                            continue  # a late reply to an earlier call on this socket
-                        position = pending.pop(task_id)
-                        try:
-                            results[position] = self._decoder.value(status, payload, workers[position].key[0])
-                        except BaseException as error:
-                            errors[position] = error
+                        results[position] = self._decoder.value(status, payload, workers[position].key[0])
+                    except BaseException as error:
+                        errors[position] = error
             self._ledger.check_open()
             for position in pending.values():
                 worker = workers[position]
