@@ -249,9 +249,11 @@ def _pool_processes() -> dict[str, int]:
     for child in psutil.Process().children(recursive=True):
         try:
             cmd = " ".join(child.cmdline())
+            # a worker forked from its agent keeps the agent's command line; its name says
+            forked = child.name() == "skyward-worker"
         except psutil.Error:
             continue
-        if "skyward.agent.worker" in cmd:
+        if forked or "skyward.agent.worker" in cmd:
             found[f"worker{sum(k.startswith('worker') for k in found)}"] = child.pid
         elif "skyward.agent" in cmd:
             found[f"agent{sum(k.startswith('agent') for k in found)}"] = child.pid
