@@ -10,6 +10,7 @@ loopback addresses. They must run inside a network namespace where only loopback
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `fakes`, `harness`, `providers_support`
 
-from providers_support import fail_cloud_test_outside_isolation
+from fakes.gcp import FakeGCP
+from providers_support import World, emulate, fail_cloud_test_outside_isolation, quick_settings, serve
+
+from skyward_gcp import GCP
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -33,3 +37,29 @@ def no_google_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> It
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("NO_GCE_CHECK", "True")  # google-auth's switch: do not probe a metadata server
     yield
+
+
+@pytest.fixture
+def fake_gcp() -> Iterator[FakeGCP]:
+    yield from serve(FakeGCP, "Google Cloud")
+
+
+@pytest.fixture
+def gcp_credentials(fake_gcp: FakeGCP, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A service-account key of the fake's project, in a 0600 file GOOGLE_APPLICATION_CREDENTIALS names."""
+    key = tmp_path / "gcp-key.json"
+    key.write_text(json.dumps(fake_gcp.service_account_info()))
+    key.chmod(0o600)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    return key
+
+
+@pytest.fixture
+def gcp_world(fake_gcp: FakeGCP) -> Iterator[World[FakeGCP]]:
+    """VMs (and TPU hosts) run their startup script in the emulated-instance harness."""
+    yield from emulate(fake_gcp, fake_gcp.power_off)
+
+
+def gcp_config(fake: FakeGCP, **overrides: object) -> GCP:
+    settings: dict[str, object] = {**quick_settings(fake), **overrides}
+    return GCP(compute_api_url=fake.url, tpu_api_url=fake.url, **settings)  # type: ignore[arg-type]

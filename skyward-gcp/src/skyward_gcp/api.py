@@ -29,7 +29,7 @@ from skyward.errors import CapacityError, ConfigurationError, ProvisioningError,
 from skyward.providers.cloud.addresses import is_loopback
 from skyward.providers.cloud.retry import Backoff, Failure, call_with_retry
 from skyward_gcp.config import GCP
-from skyward_gcp.credentials import find_credentials, project_of, token_source
+from skyward_gcp.credentials import find_credentials, project_of
 
 T = TypeVar("T")
 
@@ -103,6 +103,11 @@ def from_google(action: str, exc: gexc.GoogleAPICallError) -> GcpAPIError:
     return GcpAPIError(action, status, sorted(set(codes), key=codes.index), str(exc.message))
 
 
+def _done(operation: Any) -> bool:
+    status = getattr(operation, "status", None)
+    return status == compute_v1.Operation.Status.DONE
+
+
 def _classify(exc: BaseException) -> Failure | None:
     if isinstance(exc, gexc.GoogleAPICallError) and isinstance(exc.code, int):
         return Failure(exc.code, True, {})
@@ -136,7 +141,7 @@ class GcpAPI:
         found = find_credentials(config)
         self.project = project_of(config, found)
         self.source = found.source
-        self._credentials = token_source(found)
+        self._credentials = found.credentials
         self._sleep = sleep
         self._clock = clock
         self._backoff = backoff or Backoff(attempts=config.api_retries, base=config.api_backoff)
@@ -165,21 +170,33 @@ class GcpAPI:
         except gexc.GoogleAPICallError as exc:
             raise from_google(action, exc) from None
 
-    def _wait(self, action: str, operation: Any, timeout: float | None = None) -> None:
-        """Poll a Compute Engine operation until it is done; its error becomes a GcpAPIError."""
-        deadline = self._clock() + (timeout if timeout is not None else self.config.provision_timeout)
+    def _wait(self, action: str, operation: Any, zone: str | None = None) -> None:
+        """Poll a Compute Engine operation (a zone's, or a global one) until it is DONE; its
+        error becomes a GcpAPIError. Polled through operation clients made here, with this
+        endpoint: the client library's own polling (``ExtendedOperation.done``) builds its
+        operation client with Google's default endpoint, whatever the instance client had."""
+        name = str(operation.name)
+        if zone is None:
+            client = self._client("GlobalOperationsClient")
+            read = lambda: client.get(project=self.project, operation=name)  # noqa: E731
+        else:
+            client = self._client("ZoneOperationsClient")
+            read = lambda: client.get(project=self.project, zone=zone, operation=name)  # noqa: E731
+        deadline = self._clock() + self.config.provision_timeout
         delay = min(0.05, self.config.poll_interval)
-        while not self._call(f"{action} (polling)", "GET", operation.done):
+        current = operation
+        while not _done(current):
             if self._clock() > deadline:
                 raise GcpAPIError(action, None, ["TIMEOUT"], "the operation did not finish in time")
             self._sleep(delay)
             delay = min(delay * 2, self.config.poll_interval)
-        error = getattr(operation, "error", None)
+            current = self._call(f"{action} (polling)", "GET", read)
+        error = getattr(current, "error", None)
         errors = list(getattr(error, "errors", None) or ())
-        if errors or operation.error_code:
+        if errors:
             codes = _codes_of(errors)
-            message = "; ".join(str(getattr(e, "message", "")) for e in errors) or str(operation.error_message)
-            status = int(operation.error_code) if operation.error_code else None
+            message = "; ".join(str(getattr(e, "message", "")) for e in errors)
+            status = int(current.http_error_status_code) if getattr(current, "http_error_status_code", 0) else None
             raise GcpAPIError(action, status, codes, message)
 
     # -- read-only -------------------------------------------------------------------------
@@ -193,6 +210,18 @@ class GcpAPI:
         return sorted(
             str(z.name) for z in listed if str(z.name).startswith(f"{region}-") and str(z.status or "UP") == "UP"
         )
+
+    def offered_in(self, zone: str) -> frozenset[str]:
+        """The machine types and GPU accelerator types ``zone`` offers (two list calls)."""
+        machines = self._call(
+            f"listing machine types in {zone}", "GET",
+            lambda: [str(m.name) for m in self._client("MachineTypesClient").list(project=self.project, zone=zone)],
+        )  # fmt: skip
+        accelerators = self._call(
+            f"listing accelerator types in {zone}", "GET",
+            lambda: [str(a.name) for a in self._client("AcceleratorTypesClient").list(project=self.project, zone=zone)],
+        )  # fmt: skip
+        return frozenset(machines) | frozenset(accelerators)
 
     def has_machine_type(self, zone: str, machine_type: str) -> bool:
         try:
@@ -237,7 +266,9 @@ class GcpAPI:
         return self._call(
             f"listing instances in {zone}", "GET",
             lambda: list(
-                self._client("InstancesClient").list(project=self.project, zone=zone, filter=label_filter)
+                self._client("InstancesClient").list(
+                    request={"project": self.project, "zone": zone, "filter": label_filter}
+                )
             ),
         )  # fmt: skip
 
@@ -246,7 +277,9 @@ class GcpAPI:
         pages = self._call(
             "listing instances in every zone", "GET",
             lambda: list(
-                self._client("InstancesClient").aggregated_list(project=self.project, filter=label_filter)
+                self._client("InstancesClient").aggregated_list(
+                    request={"project": self.project, "filter": label_filter}
+                )
             ),
         )  # fmt: skip
         found: list[tuple[str, Any]] = []
@@ -273,12 +306,12 @@ class GcpAPI:
                 project=self.project, zone=zone, instance_resource=compute_v1.Instance(body)
             ),
         )  # fmt: skip
-        self._wait(f"creating instance {name} in {zone}", operation)
+        self._wait(f"creating instance {name} in {zone}", operation, zone)
 
     def delete_instances(self, targets: Sequence[tuple[str, str]]) -> list[str]:
         """Delete ``(zone, name)`` VMs: every delete sent first, then each operation awaited.
         Returns failures in words (one already gone is not one)."""
-        operations: list[tuple[str, Any]] = []
+        operations: list[tuple[tuple[str, str], Any]] = []
         failures: list[str] = []
         for zone, name in targets:
             try:
@@ -292,10 +325,10 @@ class GcpAPI:
                 if exc.status != 404:
                     failures.append(f"{name}: {exc}")
                 continue
-            operations.append((name, op))
-        for name, op in operations:
+            operations.append(((zone, name), op))
+        for (zone, name), op in operations:
             try:
-                self._wait(f"deleting instance {name}", op)
+                self._wait(f"deleting instance {name}", op, zone)
             except GcpAPIError as exc:
                 if exc.status != 404:
                     failures.append(f"{name}: {exc}")

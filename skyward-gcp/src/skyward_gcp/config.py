@@ -47,8 +47,8 @@ class GCP(CloudSettings):
     credentials_file:  a service-account key file; ``None`` uses GOOGLE_APPLICATION_CREDENTIALS
                        or application default credentials (``gcloud auth application-default login``).
     image:             a boot image for GPU/CPU VMs (``projects/P/global/images/family/F``);
-                       ``None``: a Deep Learning VM image (CUDA drivers preinstalled) for GPUs,
-                       Debian 12 for CPU machines.
+                       ``None``: Google's Ubuntu accelerator image (NVIDIA driver preinstalled)
+                       for GPUs, Ubuntu 24.04 for CPU machines.
     tpu_runtime:       the TPU software version; ``None``: the one Google recommends for the TPU version.
     network:           the VPC network the nodes and the pool's firewall rules use.
     spot_termination:  what a preempted spot VM becomes: ``"DELETE"`` (nothing left billing) or ``"STOP"``.
@@ -67,7 +67,7 @@ class GCP(CloudSettings):
     credentials_file: str | None = None
     """Path of a service-account key file; ``None``: GOOGLE_APPLICATION_CREDENTIALS or application defaults."""
     image: str | None = None
-    """Boot image of GPU/CPU VMs; ``None``: a Deep Learning VM image for GPUs, Debian 12 otherwise."""
+    """Boot image of GPU/CPU VMs; ``None``: Ubuntu with the NVIDIA driver for GPUs, Ubuntu 24.04 otherwise."""
     tpu_runtime: str | None = None
     """TPU software version; ``None``: Google's recommended one for the TPU version."""
     network: str = "default"

@@ -5,13 +5,10 @@ The chain, in order: ``GCP(credentials_file=...)`` (a service-account key file),
 application-default login``, or a VM's metadata server). Missing credentials are a
 :class:`ConfigurationError` that says how to provide them.
 
-Why the clients get a token source rather than the service-account credentials
-themselves: Google's generated clients switch a service account to *self-signed JWTs*
-(``always_use_jwt_access``), which skips the OAuth token endpoint named in the key file.
-That is fine against Google, but it makes the key's ``token_uri`` meaningless, and a
-self-signed JWT carries the key id in every request. Going through the token endpoint
-(``google.auth``'s own refresh) and handing the clients only short-lived access tokens
-behaves the same for every kind of credentials, and the clients never hold the key.
+A service account signs its own short-lived JWTs for the APIs (what Google's clients do
+by default, ``always_use_jwt_access``); user credentials refresh through Google's token
+endpoint. Nothing here prints or stores a token or a key: errors name the file, never
+its content.
 """
 
 from __future__ import annotations
@@ -19,14 +16,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 import google.auth
 import google.auth.exceptions
 from google.auth.credentials import Credentials as BaseCredentials
-from google.auth.transport.requests import Request
-from google.oauth2 import credentials as oauth2_credentials
 from google.oauth2 import service_account
 
 from skyward.errors import ConfigurationError
@@ -96,19 +89,3 @@ def project_of(config: GCP, found: Found) -> str:
         f"GCP(project=None) and the {found.source} name no project: give GCP(project='my-project') "
         "or run `gcloud config set project my-project`"
     )
-
-
-def token_source(found: Found) -> BaseCredentials:
-    """Credentials that only ever hold a short-lived access token, refreshed through
-    ``found``'s own flow (see the module docstring)."""
-    base: Any = found.credentials
-
-    def refresh(request: Request, scopes: Any = None) -> tuple[str, datetime]:
-        try:
-            base.refresh(request)
-        except google.auth.exceptions.GoogleAuthError as exc:
-            raise google.auth.exceptions.RefreshError(f"Google refused the {found.source}: {exc}; {HOW_TO}") from None
-        expiry = base.expiry if isinstance(base.expiry, datetime) else datetime.utcnow().replace(microsecond=0)
-        return str(base.token), expiry
-
-    return oauth2_credentials.Credentials(token=None, refresh_handler=refresh, scopes=list(SCOPES))

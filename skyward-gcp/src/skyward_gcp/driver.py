@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from skyward.errors import CapacityError, ConfigurationError, NoOfferError, ProvisioningError, QuotaError
+from skyward.errors import CapacityError, NoOfferError, ProvisioningError, QuotaError
 from skyward.providers import (
     EventSink,
     Market,
     NodeHandle,
     NodePlan,
+    NoMatchingInstanceError,
     Notice,
     PoolSpec,
     UserDataFactory,
@@ -43,7 +45,7 @@ from skyward.providers.cloud import (
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.sizing import node_request
 from skyward_gcp.api import GcpAPI, GcpAPIError, unavailable
-from skyward_gcp.catalog import Machine, catalog, is_tpu
+from skyward_gcp.catalog import Machine, catalog
 from skyward_gcp.config import GCP
 from skyward_gcp.firewall import firewall_bodies, firewall_problems
 from skyward_gcp.images import disk_for, image_for
@@ -138,6 +140,13 @@ def vm_body(
     return body
 
 
+def _offers(offered: frozenset[str], machine: Machine) -> bool:
+    """Whether a zone offering ``offered`` (machine and GPU type names) can start ``machine``."""
+    if machine.machine_type not in offered:
+        return False
+    return not machine.attached or machine.accelerator_type is None or machine.accelerator_type in offered
+
+
 def instance_of(zone: str, vm: Any) -> Instance:
     status = str(vm.status or "")
     public = private = None
@@ -201,44 +210,10 @@ class GCPDriver(SpotCloudProvider[GCP]):
 
         sweep_with_notices(sweep, emit, GcpAPIError, "VMs")
 
-    def choose_machine(self, spec: PoolSpec) -> Machine:
-        """The smallest VM shape of the catalog that fits and is offered in the region."""
-        region = self.config.the_region
-        request = node_request(spec)
-        if is_tpu(str(request.accelerator) if request.accelerator is not None else None):
-            raise ConfigurationError("TPU pools go through the TPU path")  # pragma: no cover - routed before
-        shapes = catalog().machines
-        anywhere = [m.instance(region) for m in shapes]
-        chosen_type = request.select(anywhere)
-        chosen = next(m for m in shapes if m.name == chosen_type.name)
-        if not chosen_type.available:
-            raise NoOfferError(
-                f"{chosen.name}, the smallest Google Cloud machine that fits ({request.describe()}), is not offered "
-                f"in {region}; it is offered in: {', '.join(chosen.regions)}. Use GCP(region=...)"
-            )
-        return chosen
-
-    def candidate_zones(self, machine: Machine) -> list[str]:
-        """``GCP(zone=...)``, or the region's zones whose API lists the machine type (and its GPU type)."""
-        zones = [self.config.zone] if self.config.zone is not None else self.api.zones(self.config.the_region)
-        found = [
-            zone
-            for zone in zones
-            if self.api.has_machine_type(zone, machine.machine_type)
-            and (not machine.attached or machine.accelerator_type is None
-                 or self.api.has_accelerator_type(zone, machine.accelerator_type))
-        ]  # fmt: skip
-        if not found:
-            where = f"zone {self.config.zone}" if self.config.zone else f"any zone of {self.config.the_region}"
-            raise NoOfferError(
-                f"Google Cloud offers {machine.name} in no {where} (the Compute API lists no such machine or GPU "
-                "type there); use GCP(region=...) or GCP(zone=...) elsewhere, or another accelerator"
-            )
-        return found
-
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
-        self._machine = machine = self.choose_machine(spec)
-        self._zones, self._zone_index = self.candidate_zones(machine), 0
+        machine, self._zones = self.choose_machine(spec)
+        self._machine = machine
+        self._zone_index = 0
         return ChosenOffer(
             instance_type=machine.name,
             region=self.config.the_region,
@@ -246,6 +221,37 @@ class GCPDriver(SpotCloudProvider[GCP]):
             price_spot=machine.spot,
             spot_available=machine.spot is not None,
         )
+
+    def choose_machine(self, spec: PoolSpec) -> tuple[Machine, list[str]]:
+        """The smallest VM shape of the catalog that fits and that the region's zones (or
+        ``GCP(zone=...)``) offer, and the zones that offer it, in name order.
+
+        What a zone offers is asked of the API (its machine types and GPU types: two list
+        calls a zone), since the catalog cannot know it: A3 machines, for one, are in few
+        zones of a region. A request nothing here fits fails naming the smallest shape
+        that fits anywhere and the regions that offer it."""
+        region = self.config.the_region
+        request = node_request(spec)
+        shapes = catalog().machines
+        zones = [self.config.zone] if self.config.zone is not None else self.api.zones(region)
+        offered = {zone: self.api.offered_in(zone) for zone in zones}
+        here = [replace(m.instance(region), available=any(_offers(o, m) for o in offered.values())) for m in shapes]
+        try:
+            name = request.select(here).name
+        except NoMatchingInstanceError as exc:
+            where = f"zone {self.config.zone}" if self.config.zone else f"the zones of {region} ({', '.join(zones)})"
+            anywhere = [replace(m.instance(region), available=True) for m in shapes]
+            try:
+                smallest = next(m for m in shapes if m.name == request.select(anywhere).name)
+            except NoMatchingInstanceError:
+                raise exc from None
+            raise NoOfferError(
+                f"Google Cloud offers no machine that fits ({request.describe()}) in {where}: the smallest that "
+                f"fits, {smallest.name}, is offered in: {', '.join(smallest.regions)}. Use GCP(region=...) or "
+                "GCP(zone=...) elsewhere"
+            ) from None
+        chosen = next(m for m in shapes if m.name == name)
+        return chosen, [zone for zone in zones if _offers(offered[zone], chosen)]
 
     def create_infrastructure(self, spec: PoolSpec, offer: ChosenOffer, labels: Labels, emit: EventSink) -> None:
         self._tag = tag = network_tag(spec.pool_id)
