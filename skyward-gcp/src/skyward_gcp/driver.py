@@ -18,6 +18,7 @@ TPU slices go through :mod:`skyward_gcp.tpu` (one TPU node per pool, its hosts t
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -266,7 +267,7 @@ class GCPDriver(SpotCloudProvider[GCP]):
     # -- the verbs ------------------------------------------------------------------------
 
     def instance_name(self, spec: PoolSpec, node: int) -> str:
-        return instance_name(spec.pool_id, node)
+        return instance_name(spec.pool_id, node, secrets.token_hex(2))
 
     def run_dir(self, spec: PoolSpec, node: int) -> str:
         return run_dir(spec.pool_id)

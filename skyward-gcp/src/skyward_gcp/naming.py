@@ -75,9 +75,11 @@ def network_tag(pool_id: str) -> str:
     return check_pool_id(pool_id)
 
 
-def instance_name(pool_id: str, node: int) -> str:
-    """``sky-1a2b3c4d-0``: a valid resource name, unique per pool."""
-    return f"{check_pool_id(pool_id)}-{node}"
+def instance_name(pool_id: str, node: int, suffix: str) -> str:
+    """``sky-1a2b3c4d-0-9f3a``: a valid resource name. ``suffix`` differs per VM made, so a
+    node replaced at its index never reuses the name of the VM it replaces (Compute Engine
+    refuses a name still held by a VM that is being deleted)."""
+    return f"{check_pool_id(pool_id)}-{node}-{suffix}"
 
 
 def tpu_name(pool_id: str) -> str:
