@@ -52,7 +52,8 @@ def test_a_preempted_spot_vm_s_task_runs_again_and_the_node_is_replaced(
 ) -> None:
     fake = gcp_world.fake
     seen: list[object] = []
-    config = gcp_config(fake, zone="us-central1-b")
+    # STOP: the preempted VM stays, TERMINATED, so the pool must read preemption from its status
+    config = gcp_config(fake, zone="us-central1-b", spot_termination="STOP")
     with sky.ComputePool(provider=config, nodes=2, spot=sky.Spot.Always(retries=0), display="quiet",
                          on_event=seen.append) as pool:  # fmt: skip
         assert all(n.spot for n in pool.nodes)
