@@ -63,3 +63,21 @@ def gcp_world(fake_gcp: FakeGCP) -> Iterator[World[FakeGCP]]:
 def gcp_config(fake: FakeGCP, **overrides: object) -> GCP:
     settings: dict[str, object] = {**quick_settings(fake), **overrides}
     return GCP(compute_api_url=fake.url, tpu_api_url=fake.url, **settings)  # type: ignore[arg-type]
+
+
+# The metadata server of an emulated TPU host, for what the slice's startup script asks it:
+# Google sets ``agent-worker-number`` on each host of a slice; here it is the host's index,
+# read from the instance's own directory (named after the host, ``<node>-w-<index>``).
+METADATA_CURL = """#!/bin/bash
+case "$*" in
+  *computeMetadata/v1/instance/attributes/agent-worker-number*)
+    d="{control}"; d="${d%/control}"; printf '%s' "${d##*-w-}";;
+  *) exec /usr/bin/curl "$@";;
+esac
+"""
+
+
+@pytest.fixture
+def gcp_tpu_world(fake_gcp: FakeGCP) -> Iterator[World[FakeGCP]]:
+    """As ``gcp_world``, each TPU host answering the metadata server's worker number."""
+    yield from emulate(fake_gcp, fake_gcp.power_off, extra_stubs={"curl": METADATA_CURL})

@@ -385,6 +385,19 @@ class GcpAPI:
         if error is not None:
             raise GcpAPIError(action, None, [], str(error))
 
+    def tpu_types(self, zone: str) -> frozenset[str]:
+        """The TPU accelerator types (slices) ``zone`` offers; none where the TPU API has no such location."""
+        try:
+            listed = self._call(
+                f"listing TPU types in {zone}", "GET",
+                lambda: list(self._client("tpu").list_accelerator_types(parent=self._tpu_parent(zone))),
+            )  # fmt: skip
+        except GcpAPIError as exc:
+            if exc.status == 404:
+                return frozenset()
+            raise
+        return frozenset(str(t.type_) or str(t.name).rsplit("/", 1)[-1] for t in listed)
+
     def tpu(self, zone: str, node_id: str) -> Any | None:
         try:
             return self._call(

@@ -46,11 +46,12 @@ from skyward.providers.cloud import (
 from skyward.providers.cloud.removal import sweep_messages, sweep_with_notices
 from skyward.providers.cloud.sizing import node_request
 from skyward_gcp.api import GcpAPI, GcpAPIError, unavailable
-from skyward_gcp.catalog import Machine, catalog
+from skyward_gcp.catalog import TPU_PREFIX, Machine, TpuSlice, catalog, choose_slice
 from skyward_gcp.config import GCP
 from skyward_gcp.firewall import firewall_bodies, firewall_problems
 from skyward_gcp.images import disk_for, image_for
 from skyward_gcp.naming import (
+    POOL_LABEL,
     firewall_name,
     instance_name,
     label_problems,
@@ -58,8 +59,10 @@ from skyward_gcp.naming import (
     pool_filter,
     pool_labels,
     run_dir,
+    tpu_name,
 )
 from skyward_gcp.reaper import reap_with
+from skyward_gcp.tpu import host_id, host_instances, node_body, parse_host_id, slice_script
 
 PROVIDER = "gcp"
 STARTUP_SCRIPT_LIMIT = 256 * 1024  # bytes; Compute Engine's limit on one metadata value
@@ -180,6 +183,8 @@ class GCPDriver(SpotCloudProvider[GCP]):
         self._firewalls: list[str] = []
         self._tag: str | None = None
         self.reaped: Any = None
+        self._slice: TpuSlice | None = None  # a TPU pool's slice; None: a VM pool
+        self._host_scripts: dict[int, str] = {}  # a TPU pool's bootstraps, by host, until its node is created
 
     def fuse_unavailable(self, spec: PoolSpec) -> str | None:
         return None  # a VM, root, /dev/fuse: the bootstrap installs rclone
@@ -198,8 +203,18 @@ class GCPDriver(SpotCloudProvider[GCP]):
         return self._zones[self._zone_index]
 
     def validate(self, spec: PoolSpec) -> None:
-        """Credentials and project found (a ConfigurationError saying how to provide them)."""
+        """A TPU pool's size against its slice's hosts, then credentials and project found
+        (a ConfigurationError saying how to provide them)."""
+        self.tpu_slice(spec)
         self.api  # noqa: B018  # finds the credentials and the project, or says how to give them
+
+    def tpu_slice(self, spec: PoolSpec) -> TpuSlice | None:
+        """The TPU slice a TPU pool gets (its hosts are the pool's nodes), or None for a VM pool."""
+        accelerator = spec.accelerator
+        if accelerator is None or not accelerator.name.startswith(TPU_PREFIX):
+            return None
+        version = accelerator.name.removeprefix(TPU_PREFIX)
+        return choose_slice(catalog().tpus, version, accelerator.count, spec.nodes, self.config.the_region)
 
     # -- prepare ------------------------------------------------------------------------
 
@@ -212,6 +227,9 @@ class GCPDriver(SpotCloudProvider[GCP]):
         sweep_with_notices(sweep, emit, GcpAPIError, "VMs")
 
     def choose_offer(self, spec: PoolSpec, plans: Sequence[NodePlan], emit: EventSink) -> ChosenOffer:
+        self._slice = tpu = self.tpu_slice(spec)
+        if tpu is not None:
+            return self.choose_tpu_offer(tpu)
         machine, self._zones = self.choose_machine(spec)
         self._machine = machine
         self._zone_index = 0
@@ -221,6 +239,26 @@ class GCPDriver(SpotCloudProvider[GCP]):
             price_on_demand=machine.on_demand,
             price_spot=machine.spot,
             spot_available=machine.spot is not None,
+        )
+
+    def choose_tpu_offer(self, tpu: TpuSlice) -> ChosenOffer:
+        """The zones (``GCP(zone=...)``, or the region's) whose TPU API offers the slice; prices per host."""
+        region = self.config.the_region
+        zones = [self.config.zone] if self.config.zone is not None else self.api.zones(region)
+        self._zones = [zone for zone in zones if tpu.name in self.api.tpu_types(zone)]
+        self._zone_index = 0
+        if not self._zones:
+            where = f"zone {self.config.zone}" if self.config.zone else f"any zone of {region} ({', '.join(zones)})"
+            raise NoOfferError(
+                f"the Cloud TPU API offers {tpu.name} in no {where}; it is sold in: {', '.join(tpu.regions)}. "
+                "Use GCP(region=...) or GCP(zone=...) there"
+            )
+        return ChosenOffer(
+            instance_type=tpu.name,
+            region=region,
+            price_on_demand=tpu.on_demand / tpu.hosts,
+            price_spot=None if tpu.spot is None else tpu.spot / tpu.hosts,
+            spot_available=tpu.spot is not None,
         )
 
     def choose_machine(self, spec: PoolSpec) -> tuple[Machine, list[str]]:
@@ -283,6 +321,8 @@ class GCPDriver(SpotCloudProvider[GCP]):
         return request.script
 
     def create(self, spec: PoolSpec, request: NodeRequest, labels: Labels) -> str:
+        if self._slice is not None:
+            return self.create_host(spec, request, labels, self._slice)
         machine, tag = self._machine, self._tag
         assert machine is not None and tag is not None, "prepare() first"
         zone = self.zone
@@ -306,6 +346,53 @@ class GCPDriver(SpotCloudProvider[GCP]):
             raise
         return f"{zone}/{request.name}"
 
+    def create_host(self, spec: PoolSpec, request: NodeRequest, labels: Labels, tpu: TpuSlice) -> str:
+        """One host of the slice: its bootstrap is kept until every host's is there, and
+        the call that completes the set creates the TPU node (one API call for the whole
+        slice; the other calls return at once, and their hosts start with the node)."""
+        zone, node_id, tag = self.zone, tpu_name(spec.pool_id), self._tag
+        assert tag is not None, "prepare() first"
+        with self._lock:
+            self._host_scripts[request.node] = request.script
+            complete = len(self._host_scripts) == tpu.hosts
+            scripts = [self._host_scripts[i] for i in sorted(self._host_scripts)]
+        if complete:
+            script = slice_script(scripts)
+            if len(script.encode()) > STARTUP_SCRIPT_LIMIT:
+                raise ProvisioningError(
+                    f"the startup script of TPU {tpu.name} ({tpu.hosts} hosts' bootstraps) is {len(script.encode())} "
+                    f"bytes; the TPU API takes at most {STARTUP_SCRIPT_LIMIT} (fewer Image(pip=/apt=/env=) entries)"
+                )
+            body = node_body(
+                accelerator_type=tpu.name, runtime=self.config.tpu_runtime or tpu.runtime, network=self.config.network,
+                tag=tag, labels=pool_labels(labels.pool_id, labels.expires), script=script,
+                spot=request.market is Market.SPOT,
+            )  # fmt: skip
+            try:
+                self.api.create_tpu(zone, node_id, body)
+            except GcpAPIError as exc:
+                mapped = unavailable(exc, f"TPU {tpu.name}", f"zone {zone}")
+                if mapped is not None:
+                    raise mapped from exc
+                raise
+        return host_id(zone, node_id, request.node)
+
+    def add_nodes(
+        self, spec: PoolSpec, indices: Sequence[int], user_data: UserDataFactory, emit: EventSink
+    ) -> list[NodeHandle]:
+        """VM pools: the template's. A TPU slice cannot gain or replace one host: its hosts
+        are made, and taken back, together."""
+        if self._slice is not None:
+            raise ProvisioningError(
+                f"a TPU {self._slice.name} slice's hosts come and go together: a host cannot be added or replaced "
+                "alone; start a new pool for a new slice"
+            )
+        return super().add_nodes(spec, indices, user_data, emit)
+
+    def replaces_interrupted(self, spec: PoolSpec) -> bool:
+        """Spot.Always replaces a preempted VM; never a TPU host (see add_nodes)."""
+        return self._slice is None and super().replaces_interrupted(spec)
+
     def is_capacity_refusal(self, error: Exception) -> bool:
         return isinstance(error, CapacityError)
 
@@ -313,6 +400,8 @@ class GCPDriver(SpotCloudProvider[GCP]):
         """The template's launch in the current zone; on a stockout, the whole pool again in
         the next candidate zone (what the failed try created is deleted by then)."""
         while True:
+            with self._lock:
+                self._host_scripts = {}
             try:
                 return super().launch(spec, user_data, emit)
             except CapacityError as exc:
@@ -323,7 +412,10 @@ class GCPDriver(SpotCloudProvider[GCP]):
                 emit(Notice(message=f"{failed}: {exc}; trying {self.zone}"))
 
     def describe(self, instance_ids: Sequence[str]) -> Mapping[str, Instance]:
-        """One listing (by the pool's label) per zone involved; an instance not (yet) in it is asked for by name."""
+        """One listing (by the pool's label) per zone involved; an instance not (yet) in it is
+        asked for by name. A TPU pool: one read of each TPU node, for all its hosts."""
+        if self._slice is not None:
+            return self.describe_hosts(instance_ids, self._slice)
         by_zone: dict[str, list[str]] = {}
         for instance_id in instance_ids:
             zone, name = split_id(instance_id)
@@ -338,7 +430,19 @@ class GCPDriver(SpotCloudProvider[GCP]):
                     found[f"{zone}/{name}"] = instance_of(zone, vm)
         return found
 
+    def describe_hosts(self, instance_ids: Sequence[str], tpu: TpuSlice) -> Mapping[str, Instance]:
+        found: dict[str, Instance] = {}
+        for zone, node_id in sorted({parse_host_id(i)[:2] for i in instance_ids}):
+            node = self.api.tpu(zone, node_id)
+            if node is not None:
+                found.update(host_instances(zone, node, tpu.hosts))
+        return {i: found[i] for i in instance_ids if i in found and found[i].state is not InstanceState.GONE}
+
     def delete(self, instance_ids: Sequence[str]) -> None:
+        if self._slice is not None:
+            for zone, node_id in sorted({parse_host_id(i)[:2] for i in instance_ids}):
+                self.api.delete_tpu(zone, node_id)
+            return
         failures = self.api.delete_instances([split_id(i) for i in instance_ids])
         if failures:
             raise ProvisioningError("; ".join(failures))
@@ -347,6 +451,15 @@ class GCPDriver(SpotCloudProvider[GCP]):
         label = self.labels
         if label is None:
             return []
+        if self._slice is not None:
+            hosts = self._slice.hosts
+            return [
+                host_id(zone, str(node.name).rsplit("/", 1)[-1], host)
+                for zone in self._zones[: self._zone_index + 1]
+                for node in self.api.tpus(zone)
+                if dict(node.labels or {}).get(POOL_LABEL) == label.pool_id
+                for host in range(hosts)
+            ]
         return [
             f"{zone}/{vm.name}" for zone in self._zones[: self._zone_index + 1]
             for vm in self.api.instances(zone, pool_filter(label.pool_id))

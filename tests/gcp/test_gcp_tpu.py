@@ -1,0 +1,66 @@
+"""TPU VMs on the fake Cloud TPU API with emulated hosts: a 4-host slice is one pool whose
+nodes are the slice's hosts, ``@`` runs on every host, each host knows its index, and
+``jax.distributed`` is wired from the pool (coordinator on host 0, one process a host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import gcp_config
+from fakes.gcp import FakeGCP
+from providers_support import World
+
+import skyward as sky
+from skyward.errors import ConfigurationError
+
+pytestmark = [pytest.mark.cloud, pytest.mark.slow]
+
+
+@sky.compute
+def where_am_i() -> dict[str, Any]:
+    from skyward.distributed.backends.jax_backend import initialize_arguments
+
+    info = sky.instance_info()
+    return {
+        "node": info.node,
+        "nodes": info.total_nodes,
+        "jax": initialize_arguments(info, None, None, "jax"),
+    }
+
+
+def test_a_four_host_slice_is_one_pool_whose_hosts_run_at_and_know_their_index(
+    gcp_tpu_world: World[FakeGCP], gcp_credentials: Path
+) -> None:
+    fake = gcp_tpu_world.fake
+    config = gcp_config(fake, zone="us-central1-a")
+    accelerator = sky.Accelerator.Google.TPUSlice("v5litepod-16")
+    with sky.ComputePool(provider=config, accelerator=accelerator, nodes=4, display="quiet") as pool:
+        results = where_am_i() @ pool
+        assert sorted(r["node"] for r in results) == [0, 1, 2, 3]
+        assert {r["nodes"] for r in results} == {4}
+        with fake.lock:
+            (node,) = [n for n in fake.nodes.values() if not n.deleted]
+            assert node.type.name == "v5litepod-16" and node.hosts == [f"{node.node_id}-w-{i}" for i in range(4)]
+            head_ip = node.endpoints[0]
+        by_node = {r["node"]: r["jax"] for r in results}
+        for index, arguments in by_node.items():
+            assert arguments["num_processes"] == 4
+            assert arguments["process_id"] == index
+            assert arguments["coordinator_address"].split(":")[0] == head_ip
+        assert len({a["coordinator_address"] for a in by_node.values()}) == 1
+        assert [n.instance_id.rsplit("-w-", 1)[1] for n in sorted(pool.nodes, key=lambda n: n.node)] == list("0123")
+    assert {k: v for k, v in fake.live().items() if v} == {}
+    assert not fake.violations
+
+
+def test_a_pool_whose_size_is_not_the_slice_s_hosts_is_refused_before_anything_is_made(
+    fake_gcp: FakeGCP, gcp_credentials: Path
+) -> None:
+    accelerator = sky.Accelerator.Google.TPUSlice("v5litepod-16")
+    with pytest.raises(ConfigurationError, match=r"nodes=4"):
+        with sky.ComputePool(provider=gcp_config(fake_gcp, zone="us-central1-a"), accelerator=accelerator, nodes=2,
+                             display="quiet"):  # fmt: skip
+            pass
+    assert {k: v for k, v in fake_gcp.live().items() if v} == {}
