@@ -74,7 +74,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from fakes.gcp_auth import ServiceAccount, Tokens
+from fakes.gcp_auth import EXPIRED, ServiceAccount, Tokens
 from fakes.gcp_catalog import ACCELERATOR_TYPES, DEFAULT_QUOTAS, MACHINE_TYPES, REGIONS, ZONES, gcp_error, not_found
 from fakes.gcp_compute import COMPUTE, ComputeHandlers, ComputeOperation, FakeInstance
 from fakes.gcp_rules import attached_gpus
@@ -219,7 +219,7 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
 
     def _machine_up(self, instance_id: str, script: str, ip: str) -> None:
         hook = self.on_running
-        if hook is not None:
+        if hook is not None and script:  # no startup-script: the machine runs nothing of ours
             try:
                 hook(instance_id, script, ip)
             except Exception as exc:  # the test sees it
@@ -242,7 +242,8 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
             return self.tokens.grant(request, f"{self.url}/token")
         problem = self.tokens.problem(request)
         if problem is not None:
-            self.violation(f"{request.method} {request.path}: {problem}")
+            if problem != EXPIRED:  # a client refreshes an expired token; any other refusal is its bug
+                self.violation(f"{request.method} {request.path}: {problem}")
             return gcp_error(401, problem, "required" if "missing" in problem else "authError")
         if request.method in ("POST", "PATCH", "PUT") and request.body:
             try:
