@@ -162,7 +162,7 @@ class ComputeHandlers:
     instances: dict[int, FakeInstance]
     firewalls: dict[str, dict[str, Any]]
     operations: dict[str, ComputeOperation]
-    stock_outs: set[tuple[str, str]]
+    stock_outs: dict[tuple[str, str], bool]
     quotas: dict[tuple[str, str], float]
     _ids: itertools.count[int]
 
@@ -224,10 +224,11 @@ class ComputeHandlers:
         gpus = attached_gpus(instance.body, instance.machine_type)
         for what in (instance.machine_type, *(kind for kind, _ in gpus)):
             if (instance.zone, what) in self.stock_outs:
-                message = (
-                    f"The zone 'projects/{self.project}/zones/{instance.zone}' does not have enough resources "
-                    "available to fulfill the request.  Try a different zone, or try again later."
-                )
+                zone = f"The zone 'projects/{self.project}/zones/{instance.zone}' does not have enough resources"
+                if self.stock_outs[(instance.zone, what)]:
+                    message = f"{zone} available to fulfill the request.  '(resource type:compute)'."
+                    return "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", message, 503, "SERVICE UNAVAILABLE"
+                message = f"{zone} available to fulfill the request.  Try a different zone, or try again later."
                 return "ZONE_RESOURCE_POOL_EXHAUSTED", message, 503, "SERVICE UNAVAILABLE"
         region = ZONES[instance.zone].region
         prefix = "PREEMPTIBLE_" if instance.spot else ""

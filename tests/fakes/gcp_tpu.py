@@ -118,7 +118,7 @@ class TpuHandlers:
     boot_delay: float
     nodes: dict[tuple[str, str], FakeNode]  # (zone, node id) -> node, deleted ones included until reused
     tpu_operations: dict[str, TpuOperation]
-    stock_outs: set[tuple[str, str]]
+    stock_outs: dict[tuple[str, str], bool]
     _ids: itertools.count[int]
 
     if TYPE_CHECKING:  # FakeGCP and FakeCloud provide these

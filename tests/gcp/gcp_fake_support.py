@@ -62,6 +62,7 @@ class GcpClients:
     regions: compute_v1.RegionsClient
     machine_types: compute_v1.MachineTypesClient
     accelerator_types: compute_v1.AcceleratorTypesClient
+    images: compute_v1.ImagesClient
     tpu: tpu_v2.TpuClient
     project: str
 
@@ -85,7 +86,8 @@ def clients(fake: FakeGCP, credentials: Any = None) -> GcpClients:
         compute_v1.InstancesClient(**args), compute_v1.ZoneOperationsClient(**args),
         compute_v1.GlobalOperationsClient(**args), compute_v1.FirewallsClient(**args), compute_v1.ZonesClient(**args),
         compute_v1.RegionsClient(**args), compute_v1.MachineTypesClient(**args),
-        compute_v1.AcceleratorTypesClient(**args), tpu_v2.TpuClient(**args), fake.project,
+        compute_v1.AcceleratorTypesClient(**args), compute_v1.ImagesClient(**args), tpu_v2.TpuClient(**args),
+        fake.project,
     )  # fmt: skip
 
 

@@ -252,3 +252,39 @@ def test_a_machine_that_shuts_itself_down_is_terminated_and_still_listed(fake_gc
     assert fake_gcp.live()["instances"] == ["us-central1-a/vm-off (TERMINATED)"]
     got = clients(fake_gcp).instances.get(project=fake_gcp.project, zone=ZONE, instance="vm-off")
     assert got.status == "TERMINATED"
+
+
+def test_a_retried_insert_with_the_same_request_id_creates_one_instance(fake_gcp: FakeGCP) -> None:
+    fake_gcp.fail("POST", r".*/zones/us-central1-a/instances", 503, process=True)  # carried out, answer lost
+    c = clients(fake_gcp)
+    request = {"project": fake_gcp.project, "zone": ZONE, "instance_resource": instance_body("vm-r"),
+               "request_id": "6f1c1d3e-3b9e-4c89-9a4b-2d7c0e6a1f55"}  # fmt: skip
+    with pytest.raises(exceptions.ServiceUnavailable):
+        c.instances.insert(request=request)
+    again = c.instances.insert(request=request)
+    assert not c.wait_zone(ZONE, again).error.errors
+    assert len(fake_gcp.live()["instances"]) == 1
+    assert [o.operation_type for o in fake_gcp.operations.values()] == ["insert"]
+    with pytest.raises(exceptions.BadRequest, match="requestId"):
+        c.instances.insert(request={**request, "request_id": "00000000-0000-0000-0000-000000000000"})
+    fake_gcp.violations.clear()
+
+
+def test_a_detailed_stock_out_names_the_resource(fake_gcp: FakeGCP) -> None:
+    fake_gcp.stock_out("us-east1-c", "n2-standard-8", detailed=True)
+    done = _insert(fake_gcp, instance_body("vm-d", "us-east1-c", "n2-standard-8"), "us-east1-c")
+    assert done.error.errors[0].code == "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+    assert done.http_error_message == "SERVICE UNAVAILABLE"
+
+
+def test_public_images_resolve_by_family_and_others_are_not_found(fake_gcp: FakeGCP) -> None:
+    images = clients(fake_gcp).images
+    image = images.get_from_family(project="ubuntu-os-cloud", family="ubuntu-2204-lts")
+    assert image.family == "ubuntu-2204-lts" and image.status == "READY"
+    with pytest.raises(exceptions.NotFound):
+        images.get_from_family(project="ubuntu-os-cloud", family="windows-2022")
+    with pytest.raises(exceptions.NotFound):
+        body = instance_body("vm-i")
+        body["disks"][0]["initialize_params"]["source_image"] = "projects/debian-cloud/global/images/family/nope"
+        clients(fake_gcp).instances.insert(project=fake_gcp.project, zone=ZONE, instance_resource=body)
+    fake_gcp.violations.clear()
