@@ -179,8 +179,11 @@ class FakeGCP(ComputeHandlers, ListingHandlers, TpuHandlers, FakeCloud):
         return (live or found)[-1]
 
     def node(self, node_id: str) -> FakeNode:
-        """The TPU node ``node_id``, in any zone."""
-        return next(n for (_, nid), n in self.nodes.items() if nid == node_id)
+        """The live (or last) TPU node ``node_id``, in any zone."""
+        found = [n for (_, nid), n in self.nodes.items() if nid == node_id]
+        if not found:
+            raise KeyError(f"no TPU node {node_id!r}")
+        return ([n for n in found if not n.deleted] or found)[-1]
 
     def preempt(self, name: str) -> None:
         """Google reclaims the spot VM or spot/preemptible TPU node ``name``."""

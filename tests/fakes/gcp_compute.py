@@ -251,7 +251,6 @@ class ComputeHandlers:
                 return
             self.instances[instance.id] = instance
         self.later(self.boot_delay / 2, self._advance, instance, "PROVISIONING", "STAGING")
-        self.later(self.boot_delay, self._advance, instance, "STAGING", "RUNNING")
 
     def _advance(self, instance: FakeInstance, before: str, after: str) -> None:
         with self.lock:
@@ -263,6 +262,8 @@ class ComputeHandlers:
                     instance.nat_ip = instance.internal_ip
             instance.set_status(after)
             ip = instance.internal_ip or ""
+        if after == "STAGING":  # chained, not timed apart: two timers may fire out of order on a loaded machine
+            self.later(self.boot_delay / 2, self._advance, instance, "STAGING", "RUNNING")
         if after == "RUNNING":
             self._machine_up(instance.name, instance.startup_script, ip)
 

@@ -14,11 +14,20 @@ from google.api_core import exceptions
 from google.auth.transport.requests import Request as AuthRequest
 from google.cloud import compute_v1
 from google.oauth2 import service_account
-from providers_support import wait_until
+from providers_support import serve, wait_until
 
 pytestmark = pytest.mark.cloud
 
 ZONE = "us-central1-a"
+
+
+@pytest.fixture(scope="module")
+def shared_gcp() -> Iterator[FakeGCP]:
+    """One fake for the tests that leave nothing behind (refusals, the catalog): starting and
+    stopping a fake costs about half a second (its server's shutdown poll)."""
+    yield from serve(FakeGCP, "Google Cloud")
+
+
 SPOT = {"provisioning_model": "SPOT", "instance_termination_action": "STOP", "on_host_maintenance": "TERMINATE"}
 
 
@@ -118,8 +127,9 @@ def test_the_token_endpoint_grants_a_service_account_s_signed_assertion_only(fak
     ],
 )  # fmt: skip
 def test_a_body_google_refuses_is_refused_with_google_s_400(
-    fake_gcp: FakeGCP, change: dict[str, Any], match: str
+    shared_gcp: FakeGCP, change: dict[str, Any], match: str
 ) -> None:
+    fake_gcp = shared_gcp
     change = dict(change)
     machine, script = change.pop("machine", "n1-standard-1"), change.pop("script", None)
     body = {**instance_body("vm-bad", machine=machine, script=script), **change}
@@ -231,7 +241,8 @@ def test_firewalls_are_global_and_one_open_to_the_internet_is_recorded(fake_gcp:
     assert nothing_left(fake_gcp) == {}
 
 
-def test_the_catalog_lists_zones_machine_types_gpus_and_quotas(fake_gcp: FakeGCP) -> None:
+def test_the_catalog_lists_zones_machine_types_gpus_and_quotas(shared_gcp: FakeGCP) -> None:
+    fake_gcp = shared_gcp
     c = clients(fake_gcp)
     zones = {z.name for z in c.zones.list(project=fake_gcp.project)}
     assert {"us-central1-a", "us-central1-b", "us-central1-c", "us-east1-c", "us-east1-d", "europe-west4-a"} <= zones

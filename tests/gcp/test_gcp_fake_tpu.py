@@ -7,12 +7,20 @@ from collections.abc import Iterator
 
 import pytest
 from fakes.gcp import FakeGCP
-from gcp_fake_support import GcpWorld, clients, emulate, nothing_left
+from gcp_fake_support import FAST_POLLING, GcpWorld, clients, emulate, nothing_left
 from google.api_core import exceptions
 from google.cloud import tpu_v2
-from providers_support import wait_until
+from providers_support import serve, wait_until
 
 pytestmark = pytest.mark.cloud
+
+
+@pytest.fixture(scope="module")
+def shared_gcp() -> Iterator[FakeGCP]:
+    """One fake for the tests that leave nothing behind (refusals, the catalog): starting and
+    stopping a fake costs about half a second (its server's shutdown poll)."""
+    yield from serve(FakeGCP, "Google Cloud")
+
 
 SCRIPT = "#!/bin/bash\necho tpu-host-up\nsleep 30\n"
 
@@ -42,7 +50,7 @@ def test_a_multi_host_slice_runs_the_startup_script_on_every_host(fake_gcp: Fake
     operation = tpu.create_node(
         parent=_parent(fake_gcp, "us-central2-b"), node_id="slice-1", node=_node("v4-32", "tpu-ubuntu2204-base")
     )
-    node = operation.result(timeout=20)
+    node = operation.result(polling=FAST_POLLING)
     assert node.state == tpu_v2.Node.State.READY and node.accelerator_type == "v4-32"
     hosts = [f"slice-1-w-{i}" for i in range(4)]  # v4-32: 16 chips, 4 a host
     addresses = [world.harness.address_for(h) for h in hosts]
@@ -53,7 +61,7 @@ def test_a_multi_host_slice_runs_the_startup_script_on_every_host(fake_gcp: Fake
         assert "tpu-host-up" in world.harness.log(host)
     listed = tpu.list_nodes(parent=_parent(fake_gcp, "us-central2-b"))
     assert [n.name.rsplit("/", 1)[-1] for n in listed] == ["slice-1"]
-    tpu.delete_node(name=node.name).result(timeout=20)
+    tpu.delete_node(name=node.name).result(polling=FAST_POLLING)
     wait_until(lambda: not any(world.harness.is_running(h) for h in hosts), timeout=10)
     assert not any(world.harness.is_running(h) for h in hosts)
     assert nothing_left(fake_gcp) == {}
@@ -72,11 +80,12 @@ def test_a_multi_host_slice_runs_the_startup_script_on_every_host(fake_gcp: Fake
         ("europe-west4-a", "v6e-8", "v2-alpha-tpuv6e", 1),
     ],
 )
-def test_a_slice_has_one_endpoint_a_host(fake_gcp: FakeGCP, zone: str, kind: str, runtime: str, hosts: int) -> None:
-    tpu = clients(fake_gcp).tpu
-    node = tpu.create_node(parent=_parent(fake_gcp, zone), node_id="n", node=_node(kind, runtime)).result(timeout=20)
+def test_a_slice_has_one_endpoint_a_host(shared_gcp: FakeGCP, zone: str, kind: str, runtime: str, hosts: int) -> None:
+    tpu, parent = clients(shared_gcp).tpu, _parent(shared_gcp, zone)
+    node = tpu.create_node(parent=parent, node_id="n", node=_node(kind, runtime)).result(polling=FAST_POLLING)
     assert len(node.network_endpoints) == hosts
-    assert fake_gcp.node("n").hosts == [f"n-w-{i}" for i in range(hosts)]
+    assert shared_gcp.node("n").hosts == [f"n-w-{i}" for i in range(hosts)]
+    tpu.delete_node(name=node.name).result(polling=FAST_POLLING)
 
 
 def test_a_stock_out_fails_the_create_operation_with_resource_exhausted(fake_gcp: FakeGCP) -> None:
@@ -86,7 +95,7 @@ def test_a_stock_out_fails_the_create_operation_with_resource_exhausted(fake_gcp
         parent=_parent(fake_gcp, "us-east5-a"), node_id="n1", node=_node("v5p-8", "v2-alpha-tpuv5")
     )
     with pytest.raises(exceptions.GoogleAPICallError, match="There is no more capacity in the zone") as failed:
-        operation.result(timeout=20)
+        operation.result(polling=FAST_POLLING)
     assert failed.value.grpc_status_code is not None and failed.value.grpc_status_code.name == "RESOURCE_EXHAUSTED"
     assert nothing_left(fake_gcp) == {}
 
@@ -95,7 +104,7 @@ def test_a_preempted_spot_node_is_preempted_and_its_hosts_stop(fake_gcp: FakeGCP
     tpu = clients(fake_gcp).tpu
     parent = _parent(fake_gcp, "us-central1-a")
     spot = tpu.create_node(parent=parent, node_id="spot", node=_node("v5litepod-16", "v2-alpha-tpuv5-lite", spot=True))
-    node = spot.result(timeout=20)
+    node = spot.result(polling=FAST_POLLING)
     assert node.scheduling_config.spot
     wait_until(lambda: world.harness.is_running("spot-w-3"), timeout=10)
     fake_gcp.preempt("spot")
@@ -103,7 +112,7 @@ def test_a_preempted_spot_node_is_preempted_and_its_hosts_stop(fake_gcp: FakeGCP
     wait_until(lambda: not any(world.harness.is_running(f"spot-w-{i}") for i in range(4)), timeout=10)
     assert not any(world.harness.is_running(f"spot-w-{i}") for i in range(4))
     on_demand = tpu.create_node(parent=parent, node_id="steady", node=_node("v5litepod-4", "v2-alpha-tpuv5-lite"))
-    on_demand.result(timeout=20)
+    on_demand.result(polling=FAST_POLLING)
     with pytest.raises(ValueError, match="not spot"):
         fake_gcp.preempt("steady")
 
@@ -117,8 +126,9 @@ def test_a_preempted_spot_node_is_preempted_and_its_hosts_stop(fake_gcp: FakeGCP
     ],
 )
 def test_a_node_google_refuses_is_refused_with_a_400(
-    fake_gcp: FakeGCP, node_id: str, kind: str, runtime: str, match: str
+    shared_gcp: FakeGCP, node_id: str, kind: str, runtime: str, match: str
 ) -> None:
+    fake_gcp = shared_gcp
     tpu = clients(fake_gcp).tpu
     with pytest.raises(exceptions.BadRequest, match=match):
         tpu.create_node(parent=_parent(fake_gcp, "us-central2-b"), node_id=node_id, node=_node(kind, runtime))
@@ -126,7 +136,8 @@ def test_a_node_google_refuses_is_refused_with_a_400(
     fake_gcp.violations.clear()
 
 
-def test_accelerator_types_and_runtime_versions_are_listed_per_zone(fake_gcp: FakeGCP) -> None:
+def test_accelerator_types_and_runtime_versions_are_listed_per_zone(shared_gcp: FakeGCP) -> None:
+    fake_gcp = shared_gcp
     tpu = clients(fake_gcp).tpu
     kinds = {
         t.type_: t.accelerator_configs[0] for t in tpu.list_accelerator_types(parent=_parent(fake_gcp, "us-east5-a"))
