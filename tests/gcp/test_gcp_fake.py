@@ -299,3 +299,14 @@ def test_public_images_resolve_by_family_and_others_are_not_found(fake_gcp: Fake
         body["disks"][0]["initialize_params"]["source_image"] = "projects/debian-cloud/global/images/family/nope"
         clients(fake_gcp).instances.insert(project=fake_gcp.project, zone=ZONE, instance_resource=body)
     fake_gcp.violations.clear()
+
+
+def test_a_stopped_vm_holds_no_cpu_quota_but_is_still_listed(fake_gcp: FakeGCP) -> None:
+    fake_gcp.set_quota("us-central1", "CPUS", 4)
+    _insert(fake_gcp, instance_body("vm-s", machine="n1-standard-4"))
+    assert _insert(fake_gcp, instance_body("vm-t", machine="n1-standard-4")).error.errors[0].code == "QUOTA_EXCEEDED"
+    c = clients(fake_gcp)
+    assert not c.wait_zone(ZONE, c.instances.stop(project=fake_gcp.project, zone=ZONE, instance="vm-s")).error.errors
+    assert c.instances.get(project=fake_gcp.project, zone=ZONE, instance="vm-s").status == "TERMINATED"
+    assert not _insert(fake_gcp, instance_body("vm-u", machine="n1-standard-4")).error.errors
+    assert sorted(fake_gcp.live()["instances"])[0] == "us-central1-a/vm-s (TERMINATED)"

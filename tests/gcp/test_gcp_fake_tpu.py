@@ -146,3 +146,17 @@ def test_accelerator_types_and_runtime_versions_are_listed_per_zone(shared_gcp: 
     assert kinds["v5p-32"].type_ == tpu_v2.AcceleratorConfig.Type.V5P
     versions = [v.version for v in tpu.list_runtime_versions(parent=_parent(fake_gcp, "us-central2-b"))]
     assert "tpu-ubuntu2204-base" in versions
+
+
+def test_a_node_deleted_while_creating_fails_its_create_operation(fake_gcp: FakeGCP) -> None:
+    fake_gcp.boot_delay = 5.0
+    tpu = clients(fake_gcp).tpu
+    creating = tpu.create_node(
+        parent=_parent(fake_gcp, "us-central2-b"), node_id="early", node=_node("v4-8", "tpu-ubuntu2204-base")
+    )
+    name = f"{_parent(fake_gcp, 'us-central2-b')}/nodes/early"
+    assert tpu.get_node(name=name).state == tpu_v2.Node.State.CREATING
+    tpu.delete_node(name=name).result(polling=FAST_POLLING)
+    with pytest.raises(exceptions.GoogleAPICallError, match="deleted while it was being created"):
+        creating.result(polling=FAST_POLLING)
+    assert nothing_left(fake_gcp) == {}
