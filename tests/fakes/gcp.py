@@ -9,6 +9,12 @@ locations/{zone}/...`` (TPU nodes create/get/list/delete, acceleratorTypes, runt
 operations); ``GET /whoami`` (the caller's address). Selflinks are Google's
 (``https://www.googleapis.com/compute/v1/...``), whatever endpoint the client used.
 
+A client note the fake makes visible: google-cloud-compute's ``ExtendedOperation.result()``
+(what ``InstancesClient.insert(...)`` returns) polls compute.googleapis.com whatever
+``api_endpoint`` says (the transport builds its ZoneOperationsClient without the client
+options), so a client on another endpoint waits through its own ``ZoneOperationsClient``
+(``wait``/``get``) with the operation's ``name``. google-cloud-tpu's operations do use the endpoint.
+
 State: a VM's insert operation is RUNNING for ``operation_delay`` seconds, then DONE (or
 DONE with an error); the VM is then PROVISIONING, STAGING at ``boot_delay / 2``, RUNNING at
 ``boot_delay`` with its addresses and its ``startup-script`` run (hook ``on_running(name,

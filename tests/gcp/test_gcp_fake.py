@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import google.auth
 import pytest
 import requests
 from fakes.gcp import FakeGCP
@@ -310,3 +312,12 @@ def test_a_stopped_vm_holds_no_cpu_quota_but_is_still_listed(fake_gcp: FakeGCP) 
     assert c.instances.get(project=fake_gcp.project, zone=ZONE, instance="vm-s").status == "TERMINATED"
     assert not _insert(fake_gcp, instance_body("vm-u", machine="n1-standard-4")).error.errors
     assert sorted(fake_gcp.live()["instances"])[0] == "us-central1-a/vm-s (TERMINATED)"
+
+
+def test_application_default_credentials_from_the_key_file_reach_the_fake(
+    fake_gcp: FakeGCP, gcp_credentials: Path
+) -> None:
+    assert gcp_credentials.stat().st_mode & 0o777 == 0o600
+    credentials, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    assert project == fake_gcp.project
+    assert "europe-west4-a" in [z.name for z in clients(fake_gcp, credentials).zones.list(project=project)]
