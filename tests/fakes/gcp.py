@@ -52,7 +52,8 @@ The rules enforced, each with its source (cloud.google.com paths):
   ``ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS`` (HTTP 503 "SERVICE UNAVAILABLE"), quotas with
   ``QUOTA_EXCEEDED`` (403) (/compute/docs/troubleshooting/troubleshooting-resource-availability,
   /compute/resource-usage); spot VMs count against ``PREEMPTIBLE_*`` quotas; TERMINATED VMs
-  hold no CPU or GPU quota. The instance never appears (GET answers 404 while the insert runs).
+  hold no CPU or GPU quota; ``GPUS_ALL_REGIONS`` (``projects.get``'s project-wide quota) counts
+  every GPU. The instance never appears (GET answers 404 while the insert runs).
 * ``requestId`` on a mutation: a UUID, not the zero UUID; a repeated one answers the
   operation it started and does nothing again (instances/insert's ``requestId`` parameter).
 * public images: ``images.get`` and ``images.getFromFamily`` of the families in
@@ -89,6 +90,7 @@ from fakes.gcp_auth import EXPIRED, ServiceAccount, Tokens
 from fakes.gcp_catalog import (
     ACCELERATOR_TYPES,
     DEFAULT_QUOTAS,
+    GLOBAL_QUOTAS,
     IMAGE_FAMILIES,
     MACHINE_TYPES,
     REGIONS,
@@ -156,19 +158,27 @@ class FakeGCP(ComputeHandlers, ListingHandlers, TpuHandlers, FakeCloud):
                 self.stock_outs.pop((zone, what), None)
 
     def set_quota(self, region: str, metric: str, limit: float) -> None:
-        """The project's ``metric`` quota in ``region`` (e.g. CPUS, NVIDIA_T4_GPUS, PREEMPTIBLE_NVIDIA_T4_GPUS)."""
-        if region not in REGIONS or metric not in DEFAULT_QUOTAS:
-            raise ValueError(f"set_quota: region one of {REGIONS}, metric one of {sorted(DEFAULT_QUOTAS)}")
+        """The project's ``metric`` quota in ``region`` (e.g. CPUS, NVIDIA_T4_GPUS, PREEMPTIBLE_NVIDIA_T4_GPUS),
+        or, with ``region="global"``, a project-wide one (GPUS_ALL_REGIONS, FIREWALLS)."""
+        metrics = GLOBAL_QUOTAS if region == "global" else DEFAULT_QUOTAS
+        if (region not in REGIONS and region != "global") or metric not in metrics:
+            raise ValueError(f"set_quota: region one of {REGIONS} or 'global', metric one of {sorted(metrics)}")
         with self.lock:
             self.quotas[(region, metric)] = limit
 
     def quota_usage(self, region: str) -> dict[str, float]:
-        usage: dict[str, float] = {}
+        """What the live VMs use of ``region``'s quotas, or (``"global"``) of the project's."""
+        usage: dict[str, float] = {"FIREWALLS": float(len(self.firewalls))} if region == "global" else {}
         for instance in self.instances.values():
-            if instance.deleted or instance.status == "TERMINATED" or ZONES[instance.zone].region != region:
+            if instance.deleted or instance.status == "TERMINATED":
+                continue
+            gpus = attached_gpus(instance.body, instance.machine_type)
+            if region == "global":
+                usage["GPUS_ALL_REGIONS"] = usage.get("GPUS_ALL_REGIONS", 0.0) + sum(n for _, n in gpus)
+                continue
+            if ZONES[instance.zone].region != region:
                 continue
             prefix = "PREEMPTIBLE_" if instance.spot else ""
-            gpus = attached_gpus(instance.body, instance.machine_type)
             for metric, amount in [
                 (f"{prefix}CPUS", MACHINE_TYPES[instance.machine_type].cpus), ("INSTANCES", 1),
                 *((prefix + ACCELERATOR_TYPES[k].quota, n) for k, n in gpus),
@@ -337,6 +347,8 @@ class FakeGCP(ComputeHandlers, ListingHandlers, TpuHandlers, FakeCloud):
     def _compute(self, request: Request, rest: list[str]) -> Response:
         method, base = request.method, f"{COMPUTE}/projects/{self.project}"
         match rest:
+            case [] if method == "GET":  # projects.get: the project-wide quotas
+                return Response(200, self.project_json())
             case ["zones"] if method == "GET":
                 return self._list(request, "compute#zoneList", [self._zone(z) for z in ZONES])
             case ["zones", zone] if method == "GET" and zone in ZONES:

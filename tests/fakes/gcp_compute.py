@@ -241,6 +241,10 @@ class ComputeHandlers:
             if limit is not None and usage.get(metric, 0.0) + amount > limit:
                 message = f"Quota '{metric}' exceeded.  Limit: {limit} in region {region}."
                 return "QUOTA_EXCEEDED", message, 403, "FORBIDDEN"
+        limit, all_gpus = self.quotas.get(("global", "GPUS_ALL_REGIONS")), sum(n for _, n in gpus)
+        in_use = self.quota_usage("global").get("GPUS_ALL_REGIONS", 0.0)
+        if all_gpus and limit is not None and in_use + all_gpus > limit:
+            return "QUOTA_EXCEEDED", f"Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: {limit} globally.", 403, "FORBIDDEN"
         return None
 
     def _finish_insert(self, op: ComputeOperation, instance: FakeInstance) -> None:

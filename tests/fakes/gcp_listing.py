@@ -9,7 +9,15 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fakes.gcp_catalog import ACCELERATOR_TYPES, DEFAULT_QUOTAS, IMAGE_FAMILIES, MACHINE_TYPES, REGIONS, ZONES
+from fakes.gcp_catalog import (
+    ACCELERATOR_TYPES,
+    DEFAULT_QUOTAS,
+    GLOBAL_QUOTAS,
+    IMAGE_FAMILIES,
+    MACHINE_TYPES,
+    REGIONS,
+    ZONES,
+)
 from fakes.gcp_compute import COMPUTE, FakeInstance
 from fakes.http import Request, Response
 
@@ -69,6 +77,18 @@ class ListingHandlers:
             "kind": "compute#acceleratorType", "id": str(10000 + list(ACCELERATOR_TYPES).index(name)), "name": name,
             "description": spec.description, "zone": base, "maximumCardsPerInstance": spec.max_cards,
             "selfLink": f"{base}/acceleratorTypes/{name}",
+        }  # fmt: skip
+
+    def project_json(self) -> dict[str, Any]:
+        """``projects.get``: the project with its project-wide quotas."""
+        usage = self.quota_usage("global")
+        quotas = [
+            {"metric": m, "limit": self.quotas.get(("global", m), limit), "usage": usage.get(m, 0.0)}
+            for m, limit in GLOBAL_QUOTAS.items()
+        ]
+        return {
+            "kind": "compute#project", "id": "8130216937291", "name": self.project, "quotas": quotas,
+            "defaultNetworkTier": "PREMIUM", "selfLink": f"{COMPUTE}/projects/{self.project}",
         }  # fmt: skip
 
     def image(self, project: str, name: str, family: bool) -> dict[str, Any] | None:

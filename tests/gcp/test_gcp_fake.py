@@ -321,3 +321,19 @@ def test_application_default_credentials_from_the_key_file_reach_the_fake(
     credentials, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
     assert project == fake_gcp.project
     assert "europe-west4-a" in [z.name for z in clients(fake_gcp, credentials).zones.list(project=project)]
+
+
+def test_the_project_wide_gpu_quota_counts_gpus_in_every_region(fake_gcp: FakeGCP) -> None:
+    fake_gcp.set_quota("global", "GPUS_ALL_REGIONS", 1)
+    maintenance = {"on_host_maintenance": "TERMINATE"}
+    assert not _insert(fake_gcp, instance_body("l4-a", machine="g2-standard-4", scheduling=maintenance)).error.errors
+    other = instance_body("l4-b", "europe-west4-a", "g2-standard-4", scheduling=maintenance)
+    refused = _insert(fake_gcp, other, "europe-west4-a").error.errors[0]
+    assert refused.code == "QUOTA_EXCEEDED" and "GPUS_ALL_REGIONS" in refused.message
+    assert not _insert(fake_gcp, instance_body("cpu-b", "europe-west4-a"), "europe-west4-a").error.errors
+    project = compute_v1.ProjectsClient(
+        transport="rest", credentials=service_account.Credentials.from_service_account_info(
+            fake_gcp.service_account_info()), client_options={"api_endpoint": fake_gcp.url},
+    ).get(project=fake_gcp.project)  # fmt: skip
+    quota = {q.metric: q for q in project.quotas}["GPUS_ALL_REGIONS"]
+    assert (quota.limit, quota.usage) == (1, 1)
