@@ -71,6 +71,7 @@ class GcpClients:
     machine_types: compute_v1.MachineTypesClient
     accelerator_types: compute_v1.AcceleratorTypesClient
     images: compute_v1.ImagesClient
+    projects: compute_v1.ProjectsClient
     tpu: tpu_v2.TpuClient
     project: str
 
@@ -94,7 +95,8 @@ def clients(fake: FakeGCP, credentials: Any = None) -> GcpClients:
         compute_v1.InstancesClient(**args), compute_v1.ZoneOperationsClient(**args),
         compute_v1.GlobalOperationsClient(**args), compute_v1.FirewallsClient(**args), compute_v1.ZonesClient(**args),
         compute_v1.RegionsClient(**args), compute_v1.MachineTypesClient(**args),
-        compute_v1.AcceleratorTypesClient(**args), compute_v1.ImagesClient(**args), tpu_v2.TpuClient(**args),
+        compute_v1.AcceleratorTypesClient(**args), compute_v1.ImagesClient(**args),
+        compute_v1.ProjectsClient(**args), tpu_v2.TpuClient(**args),
         fake.project,
     )  # fmt: skip
 

@@ -331,9 +331,6 @@ def test_the_project_wide_gpu_quota_counts_gpus_in_every_region(fake_gcp: FakeGC
     refused = _insert(fake_gcp, other, "europe-west4-a").error.errors[0]
     assert refused.code == "QUOTA_EXCEEDED" and "GPUS_ALL_REGIONS" in refused.message
     assert not _insert(fake_gcp, instance_body("cpu-b", "europe-west4-a"), "europe-west4-a").error.errors
-    project = compute_v1.ProjectsClient(
-        transport="rest", credentials=service_account.Credentials.from_service_account_info(
-            fake_gcp.service_account_info()), client_options={"api_endpoint": fake_gcp.url},
-    ).get(project=fake_gcp.project)  # fmt: skip
+    project = clients(fake_gcp).projects.get(project=fake_gcp.project)
     quota = {q.metric: q for q in project.quotas}["GPUS_ALL_REGIONS"]
     assert (quota.limit, quota.usage) == (1, 1)
