@@ -9,6 +9,12 @@ locations/{zone}/...`` (TPU nodes create/get/list/delete, acceleratorTypes, runt
 operations); ``GET /whoami`` (the caller's address). Selflinks are Google's
 (``https://www.googleapis.com/compute/v1/...``), whatever endpoint the client used.
 
+A client note the fake makes visible: google-cloud-compute's ``ExtendedOperation.result()``
+(what ``InstancesClient.insert(...)`` returns) polls compute.googleapis.com whatever
+``api_endpoint`` says (the transport builds its ZoneOperationsClient without the client
+options), so a client on another endpoint waits through its own ``ZoneOperationsClient``
+(``wait``/``get``) with the operation's ``name``. google-cloud-tpu's operations do use the endpoint.
+
 State: a VM's insert operation is RUNNING for ``operation_delay`` seconds, then DONE (or
 DONE with an error); the VM is then PROVISIONING, STAGING at ``boot_delay / 2``, RUNNING at
 ``boot_delay`` with its addresses and its ``startup-script`` run (hook ``on_running(name,
@@ -42,10 +48,16 @@ The rules enforced, each with its source (cloud.google.com paths):
   the accelerator must be offered in the zone; SPOT needs ``instanceTerminationAction`` (the
   contract with skyward-gcp: an explicit choice, /compute/docs/instances/create-use-spot),
   no ``automaticRestart`` and ``onHostMaintenance: TERMINATE``.
-* stock-outs end the insert with ``ZONE_RESOURCE_POOL_EXHAUSTED`` (HTTP 503), quotas with
+* stock-outs end the insert with ``ZONE_RESOURCE_POOL_EXHAUSTED`` or, with ``detailed``,
+  ``ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS`` (HTTP 503 "SERVICE UNAVAILABLE"), quotas with
   ``QUOTA_EXCEEDED`` (403) (/compute/docs/troubleshooting/troubleshooting-resource-availability,
   /compute/resource-usage); spot VMs count against ``PREEMPTIBLE_*`` quotas; TERMINATED VMs
-  hold no CPU or GPU quota.
+  hold no CPU or GPU quota; ``GPUS_ALL_REGIONS`` (``projects.get``'s project-wide quota) counts
+  every GPU. The instance never appears (GET answers 404 while the insert runs).
+* ``requestId`` on a mutation: a UUID, not the zero UUID; a repeated one answers the
+  operation it started and does nothing again (instances/insert's ``requestId`` parameter).
+* public images: ``images.get`` and ``images.getFromFamily`` of the families in
+  :data:`fakes.gcp_catalog.IMAGE_FAMILIES`; a boot disk from any other image is 404.
 * preemption: a spot VM becomes TERMINATED (then deleted if its termination action is DELETE)
   with a ``compute.instances.preempted`` operation (/compute/docs/instances/spot#detect-preemption).
 * firewalls (/compute/docs/reference/rest/v1/firewalls): one of ``allowed``/``denied``;
@@ -70,22 +82,30 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Callable
+import uuid
 from typing import Any
 from urllib.parse import unquote
 
-from fakes.gcp_auth import ServiceAccount, Tokens
-from fakes.gcp_catalog import ACCELERATOR_TYPES, DEFAULT_QUOTAS, MACHINE_TYPES, REGIONS, ZONES, gcp_error, not_found
+from fakes.gcp_auth import EXPIRED, ServiceAccount, Tokens
+from fakes.gcp_catalog import (
+    ACCELERATOR_TYPES,
+    DEFAULT_QUOTAS,
+    GLOBAL_QUOTAS,
+    IMAGE_FAMILIES,
+    MACHINE_TYPES,
+    REGIONS,
+    ZONES,
+    gcp_error,
+    not_found,
+)
 from fakes.gcp_compute import COMPUTE, ComputeHandlers, ComputeOperation, FakeInstance
+from fakes.gcp_listing import ListingHandlers
 from fakes.gcp_rules import attached_gpus
 from fakes.gcp_tpu import FakeNode, TpuHandlers, TpuOperation
 from fakes.http import FakeCloud, LoopbackAddresses, Request, Response
 
-_TERM = re.compile(r'^\(?\s*([A-Za-z][\w.\-]*)\s*(=|!=|:|\beq\b|\bne\b)\s*"?(.*?)"?\s*\)?$')
-MAX_RESULTS = 500
 
-
-class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
+class FakeGCP(ComputeHandlers, ListingHandlers, TpuHandlers, FakeCloud):
     def __init__(
         self,
         project: str = "skyward-test",
@@ -108,8 +128,9 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
         self.operations: dict[str, ComputeOperation] = {}
         self.nodes: dict[tuple[str, str], FakeNode] = {}
         self.tpu_operations: dict[str, TpuOperation] = {}
-        self.stock_outs: set[tuple[str, str]] = set()
+        self.stock_outs: dict[tuple[str, str], bool] = {}  # (zone, what) -> with details
         self.quotas: dict[tuple[str, str], float] = {}
+        self.request_ids: dict[str, str] = {}  # requestId -> the operation it started
         self.stopped_hosts: set[str] = set()  # TPU hosts whose machine shut itself down
         self._ids = itertools.count(4_100_000)
 
@@ -123,28 +144,41 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
         """Access tokens issued so far stop working (as after an expiry)."""
         self.tokens.revoke_all()
 
-    def stock_out(self, zone: str, what: str, out: bool = True) -> None:
-        """``zone`` has no more ``what`` (a machine type, GPU or TPU accelerator type)."""
+    def stock_out(self, zone: str, what: str, out: bool = True, *, detailed: bool = False) -> None:
+        """``zone`` has no more ``what`` (a machine type, GPU or TPU accelerator type); ``detailed``:
+        a VM insert fails with ``ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS``, the variant Compute
+        Engine sends more often now (it names the resource that ran out)."""
         known = what in MACHINE_TYPES or what in ACCELERATOR_TYPES or what in ZONES[zone].tpus
         if not known:
             raise ValueError(f"stock_out: {what!r} is not a machine, GPU or TPU type of {zone}")
         with self.lock:
-            (self.stock_outs.add if out else self.stock_outs.discard)((zone, what))
+            if out:
+                self.stock_outs[(zone, what)] = detailed
+            else:
+                self.stock_outs.pop((zone, what), None)
 
     def set_quota(self, region: str, metric: str, limit: float) -> None:
-        """The project's ``metric`` quota in ``region`` (e.g. CPUS, NVIDIA_T4_GPUS, PREEMPTIBLE_NVIDIA_T4_GPUS)."""
-        if region not in REGIONS or metric not in DEFAULT_QUOTAS:
-            raise ValueError(f"set_quota: region one of {REGIONS}, metric one of {sorted(DEFAULT_QUOTAS)}")
+        """The project's ``metric`` quota in ``region`` (e.g. CPUS, NVIDIA_T4_GPUS, PREEMPTIBLE_NVIDIA_T4_GPUS),
+        or, with ``region="global"``, a project-wide one (GPUS_ALL_REGIONS, FIREWALLS)."""
+        metrics = GLOBAL_QUOTAS if region == "global" else DEFAULT_QUOTAS
+        if (region not in REGIONS and region != "global") or metric not in metrics:
+            raise ValueError(f"set_quota: region one of {REGIONS} or 'global', metric one of {sorted(metrics)}")
         with self.lock:
             self.quotas[(region, metric)] = limit
 
     def quota_usage(self, region: str) -> dict[str, float]:
-        usage: dict[str, float] = {}
+        """What the live VMs use of ``region``'s quotas, or (``"global"``) of the project's."""
+        usage: dict[str, float] = {"FIREWALLS": float(len(self.firewalls))} if region == "global" else {}
         for instance in self.instances.values():
-            if instance.deleted or instance.status == "TERMINATED" or ZONES[instance.zone].region != region:
+            if instance.deleted or instance.status == "TERMINATED":
+                continue
+            gpus = attached_gpus(instance.body, instance.machine_type)
+            if region == "global":
+                usage["GPUS_ALL_REGIONS"] = usage.get("GPUS_ALL_REGIONS", 0.0) + sum(n for _, n in gpus)
+                continue
+            if ZONES[instance.zone].region != region:
                 continue
             prefix = "PREEMPTIBLE_" if instance.spot else ""
-            gpus = attached_gpus(instance.body, instance.machine_type)
             for metric, amount in [
                 (f"{prefix}CPUS", MACHINE_TYPES[instance.machine_type].cpus), ("INSTANCES", 1),
                 *((prefix + ACCELERATOR_TYPES[k].quota, n) for k, n in gpus),
@@ -161,8 +195,11 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
         return (live or found)[-1]
 
     def node(self, node_id: str) -> FakeNode:
-        """The TPU node ``node_id``, in any zone."""
-        return next(n for (_, nid), n in self.nodes.items() if nid == node_id)
+        """The live (or last) TPU node ``node_id``, in any zone."""
+        found = [n for (_, nid), n in self.nodes.items() if nid == node_id]
+        if not found:
+            raise KeyError(f"no TPU node {node_id!r}")
+        return ([n for n in found if not n.deleted] or found)[-1]
 
     def preempt(self, name: str) -> None:
         """Google reclaims the spot VM or spot/preemptible TPU node ``name``."""
@@ -219,7 +256,7 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
 
     def _machine_up(self, instance_id: str, script: str, ip: str) -> None:
         hook = self.on_running
-        if hook is not None:
+        if hook is not None and script:  # no startup-script: the machine runs nothing of ours
             try:
                 hook(instance_id, script, ip)
             except Exception as exc:  # the test sees it
@@ -242,7 +279,8 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
             return self.tokens.grant(request, f"{self.url}/token")
         problem = self.tokens.problem(request)
         if problem is not None:
-            self.violation(f"{request.method} {request.path}: {problem}")
+            if problem != EXPIRED:  # a client refreshes an expired token; any other refusal is its bug
+                self.violation(f"{request.method} {request.path}: {problem}")
             return gcp_error(401, problem, "required" if "missing" in problem else "authError")
         if request.method in ("POST", "PATCH", "PUT") and request.body:
             try:
@@ -251,17 +289,49 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
                 return self._reject(400, "Invalid JSON payload received.")
         parts = [unquote(p) for p in request.path.strip("/").split("/")]
         match parts:
+            case ["compute", "v1", "projects", project, "global", "images", *image] if request.method == "GET" and (
+                project in IMAGE_FAMILIES
+            ):
+                found = self.image(project, image[-1], image[:1] == ["family"]) if len(image) in (1, 2) else None
+                return (
+                    Response(200, found) if found else not_found(f"projects/{project}/global/images/{'/'.join(image)}")
+                )
             case ["compute", "v1", "projects", project, *rest] if project == self.project:
                 if request.method == "POST" and len(rest) >= 4 and rest[-1] == "wait" and rest[-3] == "operations":
                     return self._wait(rest[-2])
                 with self.lock:
-                    return self._compute(request, rest)
+                    return self._idempotent(request, rest)
             case ["v2", "projects", project, "locations", zone, *rest] if project == self.project and zone in ZONES:
                 with self.lock:
                     return self.tpu_route(request, zone, rest)
             case ["compute", "v1", "projects", project, *_] | ["v2", "projects", project, *_]:
                 return self._reject(403, f"Permission denied on project '{project}' (this fake holds {self.project})")
         return self._reject(404, f"{request.method} {request.path}: not a Google Cloud endpoint this fake has")
+
+    def _idempotent(self, request: Request, rest: list[str]) -> Response:
+        """A mutation with a ``requestId`` it already carried out answers that operation again
+        ("the server will know to ignore the request if it has already been completed"; a UUID,
+        not the zero UUID: the ``requestId`` parameter of /compute/docs/reference/rest/v1/instances/insert)."""
+        request_id = request.arg("requestId")
+        if request_id is None or request.method == "GET":
+            return self._compute(request, rest)
+        try:
+            valid = uuid.UUID(request_id).int != 0
+        except ValueError:
+            valid = False
+        if not valid:
+            return self._reject(400, f"Invalid value for field 'requestId': '{request_id}'. Must be a non-zero UUID.")
+        done = self.request_ids.get(request_id)
+        if done is not None:
+            return Response(200, self.operations[done].to_json(self.project))
+        response = self._compute(request, rest)
+        if (
+            response.status == 200
+            and isinstance(response.body, dict)
+            and response.body.get("kind") == "compute#operation"
+        ):
+            self.request_ids[request_id] = response.body["name"]
+        return response
 
     def _wait(self, name: str) -> Response:
         deadline = time.monotonic() + self.wait_limit
@@ -277,6 +347,8 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
     def _compute(self, request: Request, rest: list[str]) -> Response:
         method, base = request.method, f"{COMPUTE}/projects/{self.project}"
         match rest:
+            case [] if method == "GET":  # projects.get: the project-wide quotas
+                return Response(200, self.project_json())
             case ["zones"] if method == "GET":
                 return self._list(request, "compute#zoneList", [self._zone(z) for z in ZONES])
             case ["zones", zone] if method == "GET" and zone in ZONES:
@@ -351,111 +423,3 @@ class FakeGCP(ComputeHandlers, TpuHandlers, FakeCloud):
             case ["global", "firewalls", name] if method == "DELETE":
                 return self.delete_firewall(name)
         return self._reject(404, f"{method} {base}/{'/'.join(rest)}: not a Compute Engine endpoint this fake has")
-
-    # -- catalog and listing ------------------------------------------------------------
-
-    def _zone(self, zone: str) -> dict[str, Any]:
-        base = f"{COMPUTE}/projects/{self.project}"
-        return {
-            "kind": "compute#zone", "id": str(2000 + list(ZONES).index(zone)), "name": zone, "description": zone,
-            "status": "UP", "region": f"{base}/regions/{ZONES[zone].region}", "selfLink": f"{base}/zones/{zone}",
-            "availableCpuPlatforms": ["Intel Broadwell", "Intel Cascade Lake", "AMD Milan"],
-        }  # fmt: skip
-
-    def _region(self, region: str) -> dict[str, Any]:
-        base, usage = f"{COMPUTE}/projects/{self.project}", self.quota_usage(region)
-        quotas = [
-            {"metric": m, "limit": self.quotas.get((region, m), limit), "usage": usage.get(m, 0.0)}
-            for m, limit in DEFAULT_QUOTAS.items()
-        ]
-        zones = [f"{base}/zones/{z}" for z, spec in ZONES.items() if spec.region == region]
-        return {
-            "kind": "compute#region", "id": str(1000 + REGIONS.index(region)), "name": region, "status": "UP",
-            "zones": zones, "quotas": quotas, "selfLink": f"{base}/regions/{region}",
-        }  # fmt: skip
-
-    def _machine_type(self, zone: str, name: str) -> dict[str, Any]:
-        spec = MACHINE_TYPES[name]
-        body: dict[str, Any] = {
-            "kind": "compute#machineType", "id": str(abs(hash(name)) % 10**9), "name": name,
-            "description": f"{spec.cpus} vCPUs, {spec.memory_mb / 1024:g} GB RAM", "guestCpus": spec.cpus,
-            "memoryMb": spec.memory_mb, "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": "263168",
-            "zone": zone, "isSharedCpu": False,
-            "selfLink": f"{COMPUTE}/projects/{self.project}/zones/{zone}/machineTypes/{name}",
-        }  # fmt: skip
-        if spec.gpus is not None:
-            body["accelerators"] = [{"guestAcceleratorType": spec.gpus[0], "guestAcceleratorCount": spec.gpus[1]}]
-        return body
-
-    def _accelerator(self, zone: str, name: str) -> dict[str, Any]:
-        spec, base = ACCELERATOR_TYPES[name], f"{COMPUTE}/projects/{self.project}/zones/{zone}"
-        return {
-            "kind": "compute#acceleratorType", "id": str(10000 + list(ACCELERATOR_TYPES).index(name)), "name": name,
-            "description": spec.description, "zone": base, "maximumCardsPerInstance": spec.max_cards,
-            "selfLink": f"{base}/acceleratorTypes/{name}",
-        }  # fmt: skip
-
-    def _instances_in(self, zone: str) -> list[dict[str, Any]]:
-        return [i.to_json(self.project) for i in self.instances.values() if i.zone == zone and not i.deleted]
-
-    def _filtered(self, request: Request, items: list[dict[str, Any]]) -> list[dict[str, Any]] | Response:
-        expression = (request.arg("filter") or "").strip()
-        if not expression:
-            return items
-        terms = [t for t in re.split(r"\s+AND\s+|\)\s*\(", expression) if t.strip()]
-        parsed = [_TERM.match(t.strip()) for t in terms]
-        if any(p is None for p in parsed) or re.search(r"\b(OR|NOT)\b", expression):
-            return self._reject(400, f"Invalid value for field 'filter': '{expression}' (or a form this fake lacks)")
-
-        def value(item: dict[str, Any], name: str) -> Any:
-            if name.startswith("labels."):
-                return (item.get("labels") or {}).get(name.removeprefix("labels."))
-            return item.get(name)
-
-        def holds(item: dict[str, Any], name: str, op: str, wanted: str) -> bool:
-            found = value(item, name)
-            if op == ":":
-                return found is not None and (wanted == "*" or wanted in str(found))
-            if op in ("eq", "ne"):
-                return (found is not None and re.fullmatch(wanted, str(found)) is not None) == (op == "eq")
-            return (str(found) == wanted if found is not None else False) == (op == "=")
-
-        groups = [p.groups() for p in parsed if p is not None]
-        return [i for i in items if all(holds(i, name, op, wanted) for name, op, wanted in groups)]
-
-    def _list(self, request: Request, kind: str, items: list[dict[str, Any]]) -> Response:
-        chosen = self._filtered(request, items)
-        if isinstance(chosen, Response):
-            return chosen
-        try:
-            size = int(request.arg("maxResults") or MAX_RESULTS)
-            start = int(request.arg("pageToken") or 0)
-        except ValueError:
-            return self._reject(400, "Invalid value for maxResults or pageToken")
-        if not 0 <= size <= MAX_RESULTS:
-            return self._reject(400, f"Invalid value for field 'maxResults': {size}. Must be between 0 and 500.")
-        size = size or MAX_RESULTS
-        body: dict[str, Any] = {"kind": kind, "id": f"projects/{self.project}", "selfLink": request.path}
-        page = chosen[start : start + size]
-        if page:
-            body["items"] = page
-        if start + size < len(chosen):
-            body["nextPageToken"] = str(start + size)
-        return Response(200, body)
-
-    def _aggregated(self, request: Request, key: str, of: Callable[[str], list[dict[str, Any]]]) -> Response:
-        items: dict[str, Any] = {}
-        for zone in ZONES:
-            chosen = self._filtered(request, of(zone))
-            if isinstance(chosen, Response):
-                return chosen
-            scope = f"zones/{zone}"
-            if chosen:
-                items[scope] = {key: chosen}
-            else:
-                message = f"There are no results for scope '{scope}' on this page."
-                items[scope] = {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": message,
-                                            "data": [{"key": "scope", "value": scope}]}}  # fmt: skip
-        return Response(
-            200, {"kind": f"compute#{key[:-1]}AggregatedList", "id": f"projects/{self.project}", "items": items}
-        )

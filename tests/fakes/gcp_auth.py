@@ -5,7 +5,7 @@ Two kinds of bearer token are accepted, as Google accepts both:
 
 * an access token this fake issued at ``POST /token`` for a JWT-bearer grant (RFC 7523;
   developers.google.com/identity/protocols/oauth2/service-account#httprest: the assertion is an
-  RS256 JWT signed with the service account's key, ``iss`` its email, ``aud`` the token URI,
+  RS256 JWT signed with the service account's key, ``iss`` its email, ``aud`` Google's token URI,
   ``exp`` at most an hour after ``iat``, a ``scope``);
 * a self-signed JWT (google.aip.dev/auth/4111, what google-auth sends when a client library
   asks for "always use JWT access", as the Cloud client libraries do): signed with the key,
@@ -29,8 +29,10 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from fakes.http import Request, Response
 
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"  # the aud google-auth signs, whatever token_uri says
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_LIFETIME = 3600
+EXPIRED = "Request had invalid authentication credentials (expired)."
 CLOCK_SKEW = 300  # seconds of leeway on iat/exp, as Google's token endpoint allows
 
 
@@ -111,7 +113,8 @@ class Tokens:
 
     def revoke_all(self) -> None:
         with self._lock:
-            self._issued.clear()
+            for token in self._issued:
+                self._issued[token] = 0.0
 
     def grant(self, request: Request, token_uri: str) -> Response:
         """``POST /token``: RFC 6749 section 5.2 error bodies on refusal."""
@@ -125,10 +128,9 @@ class Tokens:
             claims = self.account.verify((form.get("assertion") or [""])[0])
         except ValueError as exc:
             return Response(400, {"error": "invalid_grant", "error_description": f"Invalid JWT Signature. ({exc})"})
-        if claims.get("aud") != token_uri:
-            return Response(
-                400, {"error": "invalid_grant", "error_description": f"Invalid JWT: aud must be {token_uri}"}
-            )
+        if claims.get("aud") not in (GOOGLE_TOKEN_URI, token_uri):
+            why = f"Invalid JWT: aud must be {GOOGLE_TOKEN_URI} (or this fake's {token_uri})"
+            return Response(400, {"error": "invalid_grant", "error_description": why})
         if not claims.get("scope"):
             return Response(400, {"error": "invalid_scope", "error_description": "Empty or missing scope not allowed."})
         token = "ya29.fake-" + secrets.token_urlsafe(32)
@@ -145,7 +147,7 @@ class Tokens:
         with self._lock:
             expiry = self._issued.get(token)
         if expiry is not None:
-            return None if expiry > time.time() else "Request had invalid authentication credentials (expired)."
+            return None if expiry > time.time() else EXPIRED
         try:
             claims = self.account.verify(token)
         except ValueError as exc:

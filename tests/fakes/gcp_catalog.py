@@ -130,6 +130,10 @@ DEFAULT_QUOTAS: Mapping[str, float] = {
     **{f"PREEMPTIBLE_{a.quota}": 64 for a in ACCELERATOR_TYPES.values()},
 }  # fmt: skip
 
+# Project-wide quotas (``projects.get``): GPUS_ALL_REGIONS is 0 in many new projects until raised
+# (/compute/resource-usage#gpu_quota); generous here as well.
+GLOBAL_QUOTAS: Mapping[str, float] = {"GPUS_ALL_REGIONS": 64, "FIREWALLS": 200, "NETWORKS": 15}
+
 # Public images (project -> families); /compute/docs/images/os-details and the Deep Learning VM docs.
 IMAGE_FAMILIES: Mapping[str, tuple[str, ...]] = {
     "debian-cloud": ("debian-12", "debian-11"),

@@ -162,7 +162,7 @@ class ComputeHandlers:
     instances: dict[int, FakeInstance]
     firewalls: dict[str, dict[str, Any]]
     operations: dict[str, ComputeOperation]
-    stock_outs: set[tuple[str, str]]
+    stock_outs: dict[tuple[str, str], bool]
     quotas: dict[tuple[str, str], float]
     _ids: itertools.count[int]
 
@@ -224,10 +224,11 @@ class ComputeHandlers:
         gpus = attached_gpus(instance.body, instance.machine_type)
         for what in (instance.machine_type, *(kind for kind, _ in gpus)):
             if (instance.zone, what) in self.stock_outs:
-                message = (
-                    f"The zone 'projects/{self.project}/zones/{instance.zone}' does not have enough resources "
-                    "available to fulfill the request.  Try a different zone, or try again later."
-                )
+                zone = f"The zone 'projects/{self.project}/zones/{instance.zone}' does not have enough resources"
+                if self.stock_outs[(instance.zone, what)]:
+                    message = f"{zone} available to fulfill the request.  '(resource type:compute)'."
+                    return "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", message, 503, "SERVICE UNAVAILABLE"
+                message = f"{zone} available to fulfill the request.  Try a different zone, or try again later."
                 return "ZONE_RESOURCE_POOL_EXHAUSTED", message, 503, "SERVICE UNAVAILABLE"
         region = ZONES[instance.zone].region
         prefix = "PREEMPTIBLE_" if instance.spot else ""
@@ -240,6 +241,10 @@ class ComputeHandlers:
             if limit is not None and usage.get(metric, 0.0) + amount > limit:
                 message = f"Quota '{metric}' exceeded.  Limit: {limit} in region {region}."
                 return "QUOTA_EXCEEDED", message, 403, "FORBIDDEN"
+        limit, all_gpus = self.quotas.get(("global", "GPUS_ALL_REGIONS")), sum(n for _, n in gpus)
+        in_use = self.quota_usage("global").get("GPUS_ALL_REGIONS", 0.0)
+        if all_gpus and limit is not None and in_use + all_gpus > limit:
+            return "QUOTA_EXCEEDED", f"Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: {limit} globally.", 403, "FORBIDDEN"
         return None
 
     def _finish_insert(self, op: ComputeOperation, instance: FakeInstance) -> None:
@@ -250,7 +255,6 @@ class ComputeHandlers:
                 return
             self.instances[instance.id] = instance
         self.later(self.boot_delay / 2, self._advance, instance, "PROVISIONING", "STAGING")
-        self.later(self.boot_delay, self._advance, instance, "STAGING", "RUNNING")
 
     def _advance(self, instance: FakeInstance, before: str, after: str) -> None:
         with self.lock:
@@ -262,6 +266,8 @@ class ComputeHandlers:
                     instance.nat_ip = instance.internal_ip
             instance.set_status(after)
             ip = instance.internal_ip or ""
+        if after == "STAGING":  # chained, not timed apart: two timers may fire out of order on a loaded machine
+            self.later(self.boot_delay / 2, self._advance, instance, "STAGING", "RUNNING")
         if after == "RUNNING":
             self._machine_up(instance.name, instance.startup_script, ip)
 

@@ -23,7 +23,7 @@ NODE_FIELDS = {
 }  # fmt: skip
 _CONFIG_TYPES = {"v4": "V4", "v5p": "V5P", "v5litepod": "V5LITE_POD", "v6e": "V6E"}  # AcceleratorConfig.Type
 TPU = "type.googleapis.com/google.cloud.tpu.v2"
-RESOURCE_EXHAUSTED = 8  # google.rpc.Code
+RESOURCE_EXHAUSTED, ABORTED = 8, 10  # google.rpc.Code
 
 
 @dataclass
@@ -118,7 +118,7 @@ class TpuHandlers:
     boot_delay: float
     nodes: dict[tuple[str, str], FakeNode]  # (zone, node id) -> node, deleted ones included until reused
     tpu_operations: dict[str, TpuOperation]
-    stock_outs: set[tuple[str, str]]
+    stock_outs: dict[tuple[str, str], bool]
     _ids: itertools.count[int]
 
     if TYPE_CHECKING:  # FakeGCP and FakeCloud provide these
@@ -264,3 +264,7 @@ class TpuHandlers:
             node.deleted = True
             node.history.append("DELETED")
             op.finish(response={"@type": "type.googleapis.com/google.protobuf.Empty"})
+            for pending in self.tpu_operations.values():  # a create the delete overtook fails, as Google's does
+                if pending.target == op.target and pending.verb == "create" and not pending.done:
+                    message = f"Node {node.node_id} was deleted while it was being created."
+                    pending.finish(error={"code": ABORTED, "message": message})

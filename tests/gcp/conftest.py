@@ -10,7 +10,6 @@ loopback addresses. They must run inside a network namespace where only loopback
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `fakes`, `harness`, `providers_support`
 
 from fakes.gcp import FakeGCP
-from providers_support import World, emulate, fail_cloud_test_outside_isolation, quick_settings, serve
+from gcp_fake_support import emulate, write_credentials
+from providers_support import World, fail_cloud_test_outside_isolation, quick_settings, serve
 
 from skyward_gcp import GCP
 
@@ -47,9 +47,7 @@ def fake_gcp() -> Iterator[FakeGCP]:
 @pytest.fixture
 def gcp_credentials(fake_gcp: FakeGCP, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A service-account key of the fake's project, in a 0600 file GOOGLE_APPLICATION_CREDENTIALS names."""
-    key = tmp_path / "gcp-key.json"
-    key.write_text(json.dumps(fake_gcp.service_account_info()))
-    key.chmod(0o600)
+    key = write_credentials(fake_gcp, tmp_path)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
     return key
 
@@ -57,7 +55,7 @@ def gcp_credentials(fake_gcp: FakeGCP, tmp_path: Path, monkeypatch: pytest.Monke
 @pytest.fixture
 def gcp_world(fake_gcp: FakeGCP) -> Iterator[World[FakeGCP]]:
     """VMs (and TPU hosts) run their startup script in the emulated-instance harness."""
-    yield from emulate(fake_gcp, fake_gcp.power_off)
+    yield from emulate(fake_gcp)
 
 
 def gcp_config(fake: FakeGCP, **overrides: object) -> GCP:
@@ -80,4 +78,4 @@ esac
 @pytest.fixture
 def gcp_tpu_world(fake_gcp: FakeGCP) -> Iterator[World[FakeGCP]]:
     """As ``gcp_world``, each TPU host answering the metadata server's worker number."""
-    yield from emulate(fake_gcp, fake_gcp.power_off, extra_stubs={"curl": METADATA_CURL})
+    yield from emulate(fake_gcp, extra_stubs={"curl": METADATA_CURL})
