@@ -4,6 +4,7 @@ nodes are the slice's hosts, ``@`` runs on every host, each host knows its index
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,10 @@ import pytest
 from conftest import gcp_config
 from fakes.gcp import FakeGCP
 from providers_support import World
+from typer.testing import CliRunner
 
 import skyward as sky
+from skyward.cli.app import make_app
 from skyward.errors import ConfigurationError
 
 pytestmark = [pytest.mark.cloud, pytest.mark.slow]
@@ -51,6 +54,10 @@ def test_a_four_host_slice_is_one_pool_whose_hosts_run_at_and_know_their_index(
             assert arguments["coordinator_address"].split(":")[0] == head_ip
         assert len({a["coordinator_address"] for a in by_node.values()}) == 1
         assert [n.instance_id.rsplit("-w-", 1)[1] for n in sorted(pool.nodes, key=lambda n: n.node)] == list("0123")
+        listed = CliRunner().invoke(make_app(configs={"gcp": config}), ["ls", "--json", "-p", "gcp"])
+        assert listed.exit_code == 0, listed.output
+        (tpu,) = [r for r in json.loads(listed.stdout)["resources"] if r["id"].endswith(f"/tpu/{node.node_id}")]
+        assert tpu["pool_id"] == pool.spec.pool_id and tpu["hourly_price"] > 0 and tpu["state"] == "ready"
     assert {k: v for k, v in fake.live().items() if v} == {}
     assert not fake.violations
 

@@ -46,6 +46,24 @@ def skyward_vms(api: GcpAPI) -> list[NodeView]:
     ]
 
 
+def skyward_tpus(api: GcpAPI, zones: list[str]) -> list[NodeView]:
+    """The TPU nodes of ``zones`` that carry skyward's labels."""
+    found = []
+    for zone in zones:
+        try:
+            nodes = api.tpus(zone)
+        except GcpAPIError as exc:
+            if exc.status in (403, 404):  # no TPU API in this zone, or not enabled: no TPU node either
+                continue
+            raise
+        for node in nodes:
+            labels = dict(node.labels or {})
+            if mark_of(labels) is not None:
+                state = getattr(node.state, "name", str(node.state))
+                found.append(NodeView(zone, str(node.name).rsplit("/", 1)[-1], "tpu", state, labels))
+    return found
+
+
 def reap_with(
     api: GcpAPI, config: GCP, now: float | None = None, own_pool: str | None = None,
     log: Callable[[str], None] | None = None,
@@ -53,9 +71,14 @@ def reap_with(
     """Delete leftovers through ``api``; one failed deletion is reported, never raised."""
     now = time.time() if now is None else now
     say = log or (lambda _m: None)
-    vms = skyward_vms(api)
+    vms = skyward_vms(api) + skyward_tpus(api, api.zones(config.the_region))
     doomed = nodes_to_reap(vms, now, own_pool)
-    failures = api.delete_instances([(d.node.zone, d.node.name) for d in doomed])
+    failures = api.delete_instances([(d.node.zone, d.node.name) for d in doomed if d.node.kind == "instance"])
+    for tpu in (d.node for d in doomed if d.node.kind == "tpu"):
+        try:
+            api.delete_tpu(tpu.zone, tpu.name)
+        except GcpAPIError as exc:
+            failures.append(f"{tpu.name}: {exc}")
     failed = {f.split(":", 1)[0] for f in failures}
     deleted = [(f"{d.node.zone}/{d.node.name}", d.node.name, d.reason) for d in doomed if d.node.name not in failed]
     for ident, _, reason in deleted:

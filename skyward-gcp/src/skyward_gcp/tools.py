@@ -67,11 +67,11 @@ class GCPSession:
 
     def resources(self) -> list[Resource]:
         with reported_as("listing Skyward resources on Google Cloud", GcpAPIError):
-            return resources.list_all(self.api)
+            return resources.list_all(self.api, self.api.zones(self.config.the_region))
 
     def delete(self, items: Sequence[Resource]) -> list[Removal]:
         with reported_as("deleting Skyward resources on Google Cloud", GcpAPIError):
-            return resources.delete_and_verify(self.api, items)
+            return resources.delete_and_verify(self.api, items, self.api.zones(self.config.the_region))
 
     def offers(self, query: OfferQuery) -> list[Offer]:
         """From the catalog shipped in the package: no credentials needed."""
