@@ -74,7 +74,7 @@ class GCPSession:
             return resources.delete_and_verify(self.api, items, self.api.zones(self.config.the_region))
 
     def offers(self, query: OfferQuery) -> list[Offer]:
-        """From the catalog shipped in the package: no credentials needed."""
+        """From the catalog shipped in the package (no API call)."""
         region = self.config.the_region
         instances = [i for i in catalog().instances(region) if i.available]
         return offers_from(self.provider, instances, query)
