@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from conftest import gcp_config
 from fakes.gcp import FakeGCP
-from providers_support import World
+from providers_support import World, wait_until
 from typer.testing import CliRunner
 
 import skyward as sky
 from skyward.cli.app import make_app
 from skyward.errors import ConfigurationError
+from skyward.events import InstanceInterrupted
 
 pytestmark = [pytest.mark.cloud, pytest.mark.slow]
 
@@ -71,3 +72,21 @@ def test_a_pool_whose_size_is_not_the_slice_s_hosts_is_refused_before_anything_i
                              display="quiet"):  # fmt: skip
             pass
     assert {k: v for k, v in fake_gcp.live().items() if v} == {}
+
+
+def test_a_spot_tpu_is_created_on_the_spot_market_and_its_preemption_interrupts_its_host(
+    gcp_tpu_world: World[FakeGCP], gcp_credentials: Path
+) -> None:
+    fake = gcp_tpu_world.fake
+    seen: list[object] = []
+    accelerator = sky.Accelerator.Google.TPUSlice("v5litepod-4")
+    with sky.ComputePool(provider=gcp_config(fake, zone="us-central1-a"), accelerator=accelerator, nodes=1,
+                         spot="always", display="quiet", on_event=seen.append) as pool:  # fmt: skip
+        assert [r["node"] for r in where_am_i() @ pool] == [0]
+        (node,) = [n for n in fake.nodes.values() if not n.deleted]
+        assert node.spot and pool.nodes[0].spot
+        fake.preempt(node.node_id)
+        wait_until(lambda: any(isinstance(e, InstanceInterrupted) for e in seen), timeout=30)
+    (interrupted,) = [e for e in seen if isinstance(e, InstanceInterrupted)]
+    assert interrupted.instance_id.endswith(f"{node.node_id}-w-0") and "PREEMPTED" in interrupted.reason
+    assert {k: v for k, v in fake.live().items() if v} == {}
