@@ -30,6 +30,7 @@ PACKAGES = [
     "skyward-core",
     "skyward-aws",
     "skyward-digitalocean",
+    "skyward-gcp",
     "skyward-verda",
     "skyward-vastai",
     "skyward-runpod",

@@ -1,8 +1,8 @@
 """The one switch every example shares: where its pool runs.
 
 ``SKYWARD_PROVIDER`` unset (or ``local``) runs on :class:`skyward.Local`, processes on
-this machine, which is how CI runs every example. ``aws``, ``digitalocean``, ``verda``, ``vastai`` or ``runpod``
-runs on that cloud with its credentials from the environment (see docs/providers.md).
+this machine, which is how CI runs every example. ``aws``, ``digitalocean``, ``gcp``, ``verda``,
+``vastai`` or ``runpod`` runs on that cloud with its credentials from the environment (see docs/providers.md).
 
 Examples that only mean something on a cloud (spot, MIG, S3 volumes) call
 :func:`dry_run_unless_cloud`: on Local they build the cloud pool, which validates every
@@ -21,6 +21,7 @@ CLASSES = {
     "local": "Local",
     "aws": "AWS",
     "digitalocean": "DigitalOcean",
+    "gcp": "GCP",
     "verda": "Verda",
     "vastai": "VastAI",
     "runpod": "RunPod",

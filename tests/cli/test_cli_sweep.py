@@ -36,6 +36,7 @@ from skyward.providers.local import Local
 from skyward.providers.sweeping import SweepMarker, read_marker
 from skyward_aws import AWS
 from skyward_digitalocean import DigitalOcean
+from skyward_gcp import GCP
 from skyward_runpod import RunPod
 from skyward_vastai import VastAI
 from skyward_verda import Verda
@@ -433,6 +434,7 @@ def test_a_log_line_per_run_and_the_log_is_cut_to_its_newest_half_when_it_grows(
     ("name", "config", "bills"),
     [
         ("digitalocean", DigitalOcean(), True),
+        ("gcp", GCP(), True),  # a VM its own TTL shut down is TERMINATED and bills its disk
         ("verda", Verda(), True),
         ("vastai", VastAI(), True),
         ("runpod", RunPod(), True),

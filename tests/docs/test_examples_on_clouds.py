@@ -15,7 +15,7 @@ import pytest
 from .test_snippets import PLACEHOLDER_CREDENTIALS, RUNNER
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("[0-9][0-9]_*.py"))
-CLOUDS = ("aws", "digitalocean", "verda", "vastai", "runpod")
+CLOUDS = ("aws", "digitalocean", "gcp", "verda", "vastai", "runpod")
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)

@@ -83,7 +83,7 @@ def test_every_public_name_has_a_place_in_the_api_reference() -> None:
 def test_every_plugin_package_and_public_module_is_enumerated() -> None:
     # the seven plugins of this repository, each with a public name the reference must hold
     assert set(PLUGIN_PACKAGES) == {
-        "skyward_aws", "skyward_digitalocean", "skyward_verda", "skyward_vastai", "skyward_runpod",
+        "skyward_aws", "skyward_digitalocean", "skyward_gcp", "skyward_verda", "skyward_vastai", "skyward_runpod",
         "skyward_torch", "skyward_sklearn",
     }  # fmt: skip
     enumerated = {written for written, _ in public_names()}

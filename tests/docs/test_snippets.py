@@ -24,6 +24,8 @@ PLACEHOLDER_CREDENTIALS = {
     "VERDA_CLIENT_SECRET": "docs-snippet",
     "VAST_API_KEY": "docs-snippet",
     "RUNPOD_API_KEY": "docs-snippet",
+    # user credentials google-auth loads without a network call (nothing refreshes them before a pool starts)
+    "GOOGLE_APPLICATION_CREDENTIALS": str(Path(__file__).with_name("gcp-placeholder-credentials.json")),
 }
 SNIPPETS = [s for page in documentation_pages() for s in snippets_in(page)]
 

@@ -207,6 +207,13 @@ PARAMETERS: list[Parameter] = [
         "api_url address_url api_timeout api_retries api_backoff reap",
     ),
     *_params(
+        "GCP",
+        _plugin("skyward_gcp", "GCP"),
+        "project region zone credentials_file image tpu_runtime network spot_termination compute_api_url "
+        "tpu_api_url client_address agent_port grace_period bootstrap_timeout provision_timeout poll_interval "
+        "address_url api_timeout api_retries api_backoff reap",
+    ),
+    *_params(
         "Verda",
         _plugin("skyward_verda", "Verda"),
         "region client_address image ssh_key_ids agent_port grace_period bootstrap_timeout provision_timeout "

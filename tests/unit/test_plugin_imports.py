@@ -27,6 +27,7 @@ PROVIDER_CONTRACT = ("skyward.providers", "skyward.errors")
 PROVIDER_PLUGINS = {
     "skyward-aws": ROOT / "skyward-aws" / "src",
     "skyward-digitalocean": ROOT / "skyward-digitalocean" / "src",
+    "skyward-gcp": ROOT / "skyward-gcp" / "src",
     "skyward-verda": ROOT / "skyward-verda" / "src",
     "skyward-vastai": ROOT / "skyward-vastai" / "src",
     "skyward-runpod": ROOT / "skyward-runpod" / "src",
