@@ -41,7 +41,8 @@ def test_the_built_wheels_install_skyward_with_the_aws_extra_in_a_fresh_venv(tmp
     built = _run(sys.executable, ROOT / "tasks.py", "dist", "--out", dist, cwd=ROOT)
     assert "PASSED" in built.stdout and "FAILED" not in built.stdout  # twine check --strict
     files = sorted(p.name for p in dist.iterdir() if p.name.endswith((".whl", ".tar.gz")))
-    assert len(files) == 18 and f"skyward-{__version__}-py3-none-any.whl" in files, files
+    distributions = [p.parent.name for p in ROOT.glob("skyward-*/pyproject.toml")] + ["skyward"]
+    assert len(files) == 2 * len(distributions) and f"skyward-{__version__}-py3-none-any.whl" in files, files
     assert f"skyward_core-{__version__}.tar.gz" in files
 
     env_dir = tmp_path / "venv"
