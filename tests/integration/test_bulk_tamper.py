@@ -155,6 +155,7 @@ def test_chunks_forwarded_unchanged_arrive_whole(
     try:
         assert sock.poll(_WAIT_MS)
         header, parts = wire.open_message(wire.recv_frames(sock)[1:])
+        assert header[:1] == wire.RESULTS
         assert np.array_equal(np.frombuffer(parts[0], dtype=np.float64), np.arange(6 * 2**20 // 8))
     finally:
         links.context.destroy(linger=0)

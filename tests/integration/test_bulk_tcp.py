@@ -33,9 +33,7 @@ def echo_and_origin(value: Any) -> tuple[Any, bool]:
 @pytest.fixture(scope="module")
 def tcp_pool() -> Any:
     # shared memory off: on a Local pool it would carry these buffers instead of the socket
-    with sky.ComputePool(
-        nodes=1, provider=sky.Local(transport="tcp", shared_memory=False), display="quiet"
-    ) as pool:
+    with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp", shared_memory=False), display="quiet") as pool:
         yield pool
 
 
@@ -67,7 +65,7 @@ def test_large_bytes_and_a_small_array_round_trip_over_tcp(tcp_pool: sky.Compute
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_a_large_cpu_tensor_round_trips_over_tcp(tcp_pool: sky.ComputePool) -> None:
-    import torch  # noqa: PLC0415  # optional: only this test needs it
+    import torch  # optional: only this test needs it
 
     tensor = torch.arange(BULK_MIN // 4 + 5, dtype=torch.float32).reshape(-1, 1)
     got, _ = echo_and_origin(tensor) >> tcp_pool

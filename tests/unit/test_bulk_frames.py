@@ -98,6 +98,7 @@ def test_a_pickled_array_goes_through_chunks_and_unpickles_equal() -> None:
     frames = serialize.dumps_result(array)
     assert len(frames) == 2, "the array is an out-of-band buffer beside its pickle"
     header, parts = wire.open_message(wire.pack_message([b"R", *frames], bulk=_SMALL_BULK))
+    assert header == b"R"
     got = serialize.loads(parts)
     assert np.array_equal(got, array)
     assert pickle.loads(pickle.dumps(got)).tolist() == array.tolist()

@@ -217,6 +217,7 @@ _OWN_FRAME = 0xFFFFFFFF  # in a pack's table: this part travels as its own frame
 _IN_SHM = 0x80000000  # in a pack's table, with the size of a small part: that part names a segment
 _CHUNKED = 0x40000000  # in a pack's table, with the size of a small part: (bytes, chunk frames) of a part
 _LENGTH = 0x3FFFFFFF  # a small part's size, without the flags above
+_FLAGS = _IN_SHM | _CHUNKED
 _BULK = struct.Struct("!QI")  # a chunked part's entry: its length, then how many chunk frames carry it
 
 
@@ -258,7 +259,7 @@ def pack_message(frames: Sequence[Any], shm: SharedMemory | None = None, bulk: B
         else:
             sizes.append(_IN_SHM | len(ref))
             small.append(ref)
-    if len(frames) <= 2 and all(s == _OWN_FRAME or not s & (_IN_SHM | _CHUNKED) for s in sizes):
+    if len(frames) <= 2 and all(s == _OWN_FRAME or not s & _FLAGS for s in sizes):
         return list(frames)
     small[0] = PACKED + _COUNT.pack(len(sizes)) + _table(len(sizes)).pack(*sizes)
     return [b"".join(small), *large]
