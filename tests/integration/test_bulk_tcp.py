@@ -4,6 +4,7 @@ arguments and results, and arrive whole and equal (``skyward.transport.bulk``)."
 from __future__ import annotations
 
 import importlib.util
+import mmap
 import os
 from typing import Any
 
@@ -17,12 +18,12 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def _through_chunks(value: Any) -> bool:
-    """Whether an unpickled array's memory is a buffer the chunks were joined into (a
-    bytearray), not a received socket frame (read-only)."""
+    """Whether an unpickled array's memory is a buffer the chunks were joined into (an
+    anonymous mapping: ``bulk.fresh_buffer``), not a received socket frame."""
     base = value
     while getattr(base, "base", None) is not None:
         base = base.base
-    return isinstance(base, memoryview) and isinstance(base.obj, bytearray)
+    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
 
 
 @sky.compute
