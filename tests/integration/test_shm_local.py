@@ -27,11 +27,21 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def _through_shm(value: Any) -> bool:
-    """Whether an unpickled array's memory is a mapped segment (not a socket frame)."""
+    """Whether an unpickled array's memory is a mapped segment (not a socket frame, nor
+    the anonymous mapping that chunks over tcp are joined into: ``bulk.fresh_buffer``)."""
     base = value
     while getattr(base, "base", None) is not None:
         base = base.base
-    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
+    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap) and _file_backed(base.obj)
+
+
+def _file_backed(mapping: mmap.mmap) -> bool:
+    """A segment's mapping has a file behind it (its size is the file's); an anonymous one has none."""
+    try:
+        mapping.size()
+    except OSError:
+        return False
+    return True
 
 
 @sky.compute

@@ -33,6 +33,7 @@ from skyward.errors import AbandonedError, RemoteError
 from skyward.plugins.registry import worker_startup_manager
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import inputs, security, serialize, wire
+from skyward.transport.bulk import BulkFrames
 from skyward.transport.shm import SharedMemory
 
 FN_CACHE_SIZE = 64
@@ -234,6 +235,8 @@ class Worker:
             self.tasks.setsockopt(option, value)
         self.auth: Any = None
         curve = config.get("curve")
+        # results over tcp (CURVE) cut large buffers into chunks (skyward.transport.bulk)
+        self.bulk = BulkFrames() if curve is not None else None
         if curve is not None:
             self.auth = security.start_server_auth(self.context, curve["client_public"].encode())
             security.configure_server(self.tasks, curve["server_secret"].encode())
@@ -609,7 +612,7 @@ class Worker:
             out.done, out.frames = [], []
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
-        message = wire.pack_message([wire.pack_results(done), *out], self.shm if self.shm_send else None)
+        message = wire.pack_message([wire.pack_results(done), *out], self.shm if self.shm_send else None, self.bulk)
         try:
             wire.send_frames(self.tasks, [client, *message])
         except zmq.ZMQError:

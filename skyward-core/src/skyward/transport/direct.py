@@ -97,7 +97,11 @@ class DirectPath:
             task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
             wire.send_frames(
                 sock,
-                wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames], self._links.shm),
+                wire.pack_message(
+                    [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames],
+                    self._links.shm,
+                    self._links.bulk(worker.endpoint),
+                ),
             )
             while True:
                 if sock.poll(_POLL_MS):
@@ -170,7 +174,11 @@ class DirectPath:
             task_id = self._ledger.next_id()
             wire.send_frames(
                 sock,
-                wire.pack_message([wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames], self._links.shm),
+                wire.pack_message(
+                    [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames],
+                    self._links.shm,
+                    self._links.bulk(worker.endpoint),
+                ),
             )
             pending[task_id] = position
             poller.register(sock, zmq.POLLIN)

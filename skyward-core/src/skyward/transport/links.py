@@ -20,6 +20,7 @@ import zmq
 
 from skyward.errors import ProvisioningError
 from skyward.transport import security
+from skyward.transport.bulk import BulkFrames
 from skyward.transport.dispatcher import WorkerKey
 from skyward.transport.handshake import worker_endpoint
 from skyward.transport.security import PoolKeys
@@ -95,8 +96,15 @@ class NodeLink:
 class Links:
     """The nodes this client talks to, by index, and the factory of its sockets."""
 
-    def __init__(self, keys: PoolKeys | None, port_map: PortMap | None = None, shm: SharedMemory | None = None) -> None:
+    def __init__(
+        self,
+        keys: PoolKeys | None,
+        port_map: PortMap | None = None,
+        shm: SharedMemory | None = None,
+        bulk: BulkFrames | None = None,
+    ) -> None:
         # shm: a Local pool's shared memory for large buffers (skyward.transport.shm), both ways
+        # bulk: how large buffers to a worker over tcp (CURVE) are cut (skyward.transport.bulk)
         # port_map(node, container_port): where the client reaches that port of a node
         # whose host maps container ports to other ports (the PortMapping ability of
         # container clouds: VastAI hands out random host ports, so the workers' ports
@@ -106,6 +114,13 @@ class Links:
         self._port_map = port_map
         self.nodes: dict[int, NodeLink] = {}
         self.shm = shm
+        self._bulk = bulk if bulk is not None else BulkFrames()
+
+    def bulk(self, endpoint: str) -> BulkFrames | None:
+        """How large buffers sent on a connection to ``endpoint`` are cut: into chunk
+        frames over tcp, whose CURVE encryption then overlaps at both ends; None over ipc
+        (no encryption: one zero-copy frame is best there)."""
+        return self._bulk if endpoint.startswith("tcp://") else None
 
     def node_key(self, index: int) -> bytes | None:
         """Node ``index``'s current CURVE server key (a replacement has a new one:

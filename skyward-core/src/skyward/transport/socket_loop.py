@@ -234,7 +234,9 @@ class SocketLoop:
             entries.append((task_id, len(task_frames), window))
             frames.extend(task_frames)
         if entries and worker is not None and worker.socket is not None:
-            wire.send_frames(worker.socket, wire.pack_message([wire.pack_tasks(entries), *frames], self._links.shm))
+            message = [wire.pack_tasks(entries), *frames]
+            bulk = self._links.bulk(worker.endpoint)
+            wire.send_frames(worker.socket, wire.pack_message(message, self._links.shm, bulk))
 
     def _drain_worker(self, worker: WorkerLink) -> None:
         while worker.socket is not None:

@@ -26,7 +26,8 @@ their own (zero-copy). TASKS and RESULTS travel packed (``pack_message``): the h
 every small frame of every task or result in one frame, each large buffer in its own.
 ``open_message`` reads packed and plain messages alike. On a Local pool a part of 32 MiB or
 more travels in a shared-memory segment instead, the pack holding only its name and length
-(``skyward.transport.shm``).
+(``skyward.transport.shm``). Over tcp (CURVE) a part of 4 MiB or more travels as a run of
+1 MiB chunk frames, so both ends' CURVE work overlaps (``skyward.transport.bulk``).
 
 Control plane, client <-> agent (JSON, never pickle: reading one cannot run code):
     HELLO [?]  -> INFO [I, json]   once every worker is up: versions, worker endpoints
@@ -51,6 +52,7 @@ from enum import IntEnum
 from typing import Any
 
 from skyward.errors import SharedMemoryError
+from skyward.transport.bulk import BulkFrames, join_chunks
 from skyward.transport.shm import SharedMemory
 
 TASKS = b"T"
@@ -213,9 +215,13 @@ ZERO_COPY_MIN = 64 * 1024
 
 _OWN_FRAME = 0xFFFFFFFF  # in a pack's table: this part travels as its own frame
 _IN_SHM = 0x80000000  # in a pack's table, with the size of a small part: that part names a segment
+_CHUNKED = 0x40000000  # in a pack's table, with the size of a small part: (bytes, chunk frames) of a part
+_LENGTH = 0x3FFFFFFF  # a small part's size, without the flags above
+_FLAGS = _IN_SHM | _CHUNKED
+_BULK = struct.Struct("!QI")  # a chunked part's entry: its length, then how many chunk frames carry it
 
 
-def pack_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> list[Any]:
+def pack_message(frames: Sequence[Any], shm: SharedMemory | None = None, bulk: BulkFrames | None = None) -> list[Any]:
     """A message's frames for the wire: one frame holding the marker, a table of part
     sizes and every part under ``ZERO_COPY_MIN`` (the header first), then each larger
     part as its own frame, zero-copy. A chunk of 16 trivial tasks is then 1 frame, not
@@ -227,7 +233,11 @@ def pack_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> list
 
     With ``shm`` (a Local pool: see ``skyward.transport.shm``) a part of at least its
     threshold is written into a shared-memory segment and the message carries the
-    segment's reference (a small part marked ``_IN_SHM`` in the table) instead."""
+    segment's reference (a small part marked ``_IN_SHM`` in the table) instead.
+
+    With ``bulk`` (a CURVE link: see ``skyward.transport.bulk``) a part of at least its
+    threshold travels as chunk frames, the pack holding its length and chunk count (a
+    small part marked ``_CHUNKED``)."""
     sizes: list[int] = []
     small: list[Any] = [b""]
     large: list[Any] = []
@@ -238,13 +248,18 @@ def pack_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> list
             small.append(frame)
             continue
         ref = shm.put(frame) if shm is not None and shm.wants(size) else None
-        if ref is None:
+        if ref is None and bulk is not None and bulk.wants(size):
+            chunks = bulk.split(frame)
+            sizes.append(_CHUNKED | _BULK.size)
+            small.append(_BULK.pack(size, len(chunks)))
+            large.extend(chunks)
+        elif ref is None:
             sizes.append(_OWN_FRAME)
             large.append(frame)
         else:
             sizes.append(_IN_SHM | len(ref))
             small.append(ref)
-    if len(frames) <= 2 and all(s == _OWN_FRAME or not s & _IN_SHM for s in sizes):
+    if len(frames) <= 2 and all(s == _OWN_FRAME or not s & _FLAGS for s in sizes):
         return list(frames)
     small[0] = PACKED + _COUNT.pack(len(sizes)) + _table(len(sizes)).pack(*sizes)
     return [b"".join(small), *large]
@@ -265,7 +280,7 @@ def shm_refs(message: Sequence[Any]) -> list[memoryview]:
     for size in sizes:
         if size == _OWN_FRAME:
             continue
-        length = size & ~_IN_SHM
+        length = size & _LENGTH
         if size & _IN_SHM:
             refs.append(first[offset : offset + length])
         offset += length
@@ -299,8 +314,11 @@ def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tupl
     (count,) = _COUNT.unpack_from(first, 1)
     sizes = _table(count).unpack_from(first, 1 + _COUNT.size)
     offset = 1 + _COUNT.size + 4 * count
-    inline = sum(s & ~_IN_SHM for s in sizes if s != _OWN_FRAME)
-    if sizes.count(_OWN_FRAME) != len(frames) - 1 or offset + inline != len(first):
+    inline = sum(s & _LENGTH for s in sizes if s != _OWN_FRAME)
+    if offset + inline != len(first) or (
+        sizes.count(_OWN_FRAME) != len(frames) - 1
+        and sizes.count(_OWN_FRAME) + _chunk_frames(first, sizes, offset) != len(frames) - 1
+    ):
         raise ValueError("a packed message whose table does not match its frames")
     if shm is None and any(s != _OWN_FRAME and s & _IN_SHM for s in sizes):
         raise ValueError("a message with a shared-memory part, where this pool uses no shared memory")
@@ -309,8 +327,13 @@ def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tupl
     for size in sizes:
         if size == _OWN_FRAME:
             parts.append(next(rest))
+        elif size & _CHUNKED:
+            length = size & _LENGTH
+            total, count = _BULK.unpack_from(first, offset)
+            parts.append(join_chunks([next(rest) for _ in range(count)], total))
+            offset += length
         elif size & _IN_SHM:
-            length = size & ~_IN_SHM
+            length = size & _LENGTH
             assert shm is not None
             try:
                 parts.append(shm.take(first[offset : offset + length]))
@@ -321,6 +344,22 @@ def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tupl
             parts.append(first[offset : offset + size])
             offset += size
     return bytes(parts[0]), parts[1:]
+
+
+def _chunk_frames(first: memoryview, sizes: Sequence[int], offset: int) -> int:
+    """How many frames the chunked parts of a pack take (only asked when the message has
+    more frames than parts: a pack without chunks never pays for this walk)."""
+    count = 0
+    for size in sizes:
+        if size == _OWN_FRAME:
+            continue
+        length = size & _LENGTH
+        if size & _CHUNKED:
+            if length != _BULK.size:
+                raise ValueError("a packed message with a malformed chunked part")
+            count += _BULK.unpack_from(first, offset)[1]
+        offset += length
+    return count
 
 
 def recv_frames(sock: Any, flags: int = 0) -> list[Any]:
