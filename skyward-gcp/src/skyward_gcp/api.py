@@ -223,34 +223,6 @@ class GcpAPI:
         )  # fmt: skip
         return frozenset(machines) | frozenset(accelerators)
 
-    def has_machine_type(self, zone: str, machine_type: str) -> bool:
-        try:
-            self._call(
-                f"reading machine type {machine_type} in {zone}", "GET",
-                lambda: self._client("MachineTypesClient").get(
-                    project=self.project, zone=zone, machine_type=machine_type
-                ),
-            )  # fmt: skip
-        except GcpAPIError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    def has_accelerator_type(self, zone: str, accelerator_type: str) -> bool:
-        try:
-            self._call(
-                f"reading accelerator type {accelerator_type} in {zone}", "GET",
-                lambda: self._client("AcceleratorTypesClient").get(
-                    project=self.project, zone=zone, accelerator_type=accelerator_type
-                ),
-            )  # fmt: skip
-        except GcpAPIError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
     def instance(self, zone: str, name: str) -> Any | None:
         try:
             return self._call(
