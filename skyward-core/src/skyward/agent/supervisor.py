@@ -20,21 +20,22 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 import zmq
 
 from skyward.agent.config import READY_MARKER, STEPS_ENV, AgentConfig
 from skyward.agent.listen import listen
-from skyward.agent.metrics import MetricsSampler
-from skyward.agent.mounts import Mounts
 from skyward.agent.notices import notices_dir
 from skyward.agent.processes import ForkedChild, WorkerProcess, can_fork, describe_exit, fork_workers
-from skyward.files import receiver
-from skyward.home import skyward_home
 from skyward.transport import security, wire
 from skyward.version import __version__
+
+if TYPE_CHECKING:
+    from skyward.agent.metrics import MetricsSampler
+    from skyward.agent.mounts import Mounts
+    from skyward.files.receiver import FileReceiver
 
 _POLL_MS = 200
 _PING_INTERVAL = 1.0
@@ -42,6 +43,11 @@ _NOTICE_SCAN_INTERVAL = 1.0
 _NOTICE_MAX_BYTES = 64 * 1024
 _WORKER_START_TIMEOUT = 120.0
 _EARLY_LINES = 20
+_SAMPLER_AFTER = 0.5
+"""Seconds after the agent starts before it makes its MetricsSampler, and with it imports
+psutil (15-18 ms of CPU): after the node's start, which on a Local pool two nodes' agents
+and the client share on this 2-core machine. The sampler's first reading is one
+``metrics_interval`` later (psutil's first CPU reading is meaningless)."""
 
 
 class Supervisor:
@@ -86,14 +92,14 @@ class Supervisor:
         self.last_metrics = 0.0
         self.stopping = False
         self.exit_reason = ""
-        self.sampler = MetricsSampler() if config.metrics_interval > 0 else None
+        self.sampler: MetricsSampler | None = None  # made _SAMPLER_AFTER s in (see there)
         # Other processes on the node (a cloud's spot-interruption watcher) drop notices
         # here, one JSON object per file; the agent forwards them to the pool.
         self.notices = Path(notices_dir(config.run_dir, config.node))
         self.last_notice_scan = 0.0
         # the project's files (Image(includes=...)): the node's store, this node's tree
-        workdir = Path(config.run_dir) / f"files-node-{config.node}-{config.instance_id or os.getpid()}"
-        self.files = receiver.FileReceiver(skyward_home(), workdir)
+        self.files_dir = Path(config.run_dir) / f"files-node-{config.node}-{config.instance_id or os.getpid()}"
+        self.files: FileReceiver | None = None  # made by the first FILES message (see _receiver)
 
     @property
     def _who(self) -> str:
@@ -214,15 +220,27 @@ class Supervisor:
                 self._send_client([wire.INFO, wire.encode_json(self._info())])
             elif kind == wire.STOP:
                 self._stop("stopped by the pool")
-            elif kind in receiver.KINDS:
-                self._send_client(self.files.handle(frames[1:]))
+            elif kind in wire.FILE_KINDS:
+                self._send_client(self._receiver().handle(frames[1:]))
             elif kind == wire.CLUSTER:
-                self.cluster = self.files.cluster(frames[2])
+                self.cluster = frames[2] if self.files is None else self.files.cluster(frames[2])
                 if len(frames) > 3 and self.mounts is None:  # the volumes: for this agent only
+                    from skyward.agent.mounts import Mounts  # noqa: PLC0415  # only a pool with volumes needs it
+
                     self.mounts = Mounts(json.loads(frames[3]))
                     self.mounts.start()
                 for worker in self.workers.values():
                     self._send_cluster(worker)
+
+    def _receiver(self) -> FileReceiver:
+        """The node's FileReceiver, made when the client first sends files: a pool without
+        ``Image(includes=...)`` never imports it (manifests, the blob store, hashlib)."""
+        if self.files is None:
+            from skyward.files.receiver import FileReceiver  # noqa: PLC0415  # see above
+            from skyward.home import skyward_home  # noqa: PLC0415  # imports uv's locator
+
+            self.files = FileReceiver(skyward_home(), self.files_dir)
+        return self.files
 
     def _send_cluster(self, worker: WorkerProcess) -> None:
         """The CLUSTER message, once the volumes are up: a worker starts tasks on it."""
@@ -371,6 +389,11 @@ class Supervisor:
         if self.client is not None and now - self.last_notice_scan >= _NOTICE_SCAN_INTERVAL:
             self.last_notice_scan = now
             self._forward_dropped_notices()
+        if c.metrics_interval > 0 and self.sampler is None and now - self.started >= _SAMPLER_AFTER:
+            from skyward.agent.metrics import MetricsSampler  # noqa: PLC0415  # psutil: see _SAMPLER_AFTER
+
+            self.sampler = MetricsSampler()
+            self.last_metrics = now
         if self.sampler is not None and self.client is not None and now - self.last_metrics >= c.metrics_interval:
             self.last_metrics = now
             self._send_client([wire.METRICS, wire.encode_json(self.sampler.sample())])
@@ -426,7 +449,8 @@ class Supervisor:
             for problem in self.mounts.close():
                 self._notice({"kind": "volumes-close", "message": f"node {self.config.node}: {problem}"})
         self._send_client([wire.BYE])
-        self.files.close()
+        if self.files is not None:
+            self.files.close()
         if self.auth is not None:
             self.auth.stop()
         self.frontend.close(linger=1000)

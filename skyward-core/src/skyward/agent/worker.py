@@ -30,7 +30,6 @@ import zmq
 from skyward.agent.listen import listen
 from skyward.agent.watch import WATCH_AFTER, SocketWatch
 from skyward.errors import AbandonedError, RemoteError
-from skyward.plugins.registry import worker_startup_manager
 from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import inputs, security, serialize, wire
 from skyward.transport.bulk import BulkFrames
@@ -279,7 +278,13 @@ class Worker:
     def serve(self) -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
-        worker_startup_manager(self.plugins).hook.skyward_worker_startup(info=self.info)
+        if self.plugins != []:
+            # Only here, and only when some plugin implements the hook: the registry imports
+            # pluggy and importlib.metadata, 27 ms of a Local node's start on this 2-core
+            # machine (the node then has nothing to call: see worker_startup_manager).
+            from skyward.plugins.registry import worker_startup_manager  # noqa: PLC0415
+
+            worker_startup_manager(self.plugins).hook.skyward_worker_startup(info=self.info)
         self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
         poller = zmq.Poller()
         poller.register(self.tasks, zmq.POLLIN)

@@ -24,8 +24,6 @@ from skyward.transport import wire
 
 __all__ = ["FileReceiver"]
 
-KINDS = (wire.FILES, wire.BLOB, wire.PLACE)
-
 
 class FileReceiver:
     """Answers the client's FILES, BLOB and PLACE for one agent."""

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import zmq
-import zmq.auth
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator

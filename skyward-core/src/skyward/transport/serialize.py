@@ -7,10 +7,8 @@ one bytes object, so a 256 MB array is handed to ZeroMQ as it is.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import functools
-import hashlib
 import inspect
 import io
 import os
@@ -21,12 +19,16 @@ import types
 import weakref
 from collections import ChainMap
 from collections.abc import Iterable, Sequence
-from importlib import metadata
 from typing import Any, ClassVar
 
 import cloudpickle
 
 from skyward.errors import ConfigurationError, SharedMemoryError
+
+# hashlib, csv and importlib.metadata are imported where they are used: only the client
+# sends functions (dumps_function and what it calls), while every node's agent imports
+# this module before it can answer; there they cost 18 ms of a Local node's start on this
+# 2-core machine (python -X importtime).
 
 Frame = bytes | memoryview
 
@@ -201,6 +203,8 @@ def dumps_function(fn: object) -> tuple[bytes, bytes]:
     except Exception as exc:
         name = getattr(fn, "__qualname__", repr(fn))
         raise ConfigurationError(f"cannot send {name} to the pool: the function cannot be pickled: {exc}") from exc
+    import hashlib  # noqa: PLC0415  # the client's alone: see the note at the imports
+
     return hashlib.blake2b(raw, digest_size=16).digest(), raw
 
 
@@ -389,6 +393,8 @@ def _plugin_top_level_names() -> frozenset[str]:
     editable install's RECORD lists a .pth file, not the package, so no distribution
     seems to provide them, and they would look like the user's own code and be pickled
     by value, module globals (locks) and all."""
+    from importlib import metadata  # noqa: PLC0415  # the client's alone: see the note at the imports
+
     names = {"skyward"}
     for entry_point in metadata.entry_points(group="skyward"):
         names.add(entry_point.value.split(":", 1)[0].split(".", 1)[0])
@@ -408,6 +414,8 @@ def provided_by_a_distribution(top: str) -> bool:
     lists, read as text. ``packages_distributions`` makes a path object of every file of
     every distribution (29,339 here: 0.5 s, the largest part of a first pool's first call
     when the function's module is outside the interpreter's prefix, as a project's is)."""
+    from importlib import metadata  # noqa: PLC0415  # the client's alone: see the note at the imports
+
     for dist in metadata.distributions():
         declared = (dist.read_text("top_level.txt") or "").split()
         if declared:
@@ -427,6 +435,8 @@ def provided_by_a_distribution(top: str) -> bool:
 def _record_path(line: str) -> str:
     """The path of one RECORD line (CSV: a path with a comma is quoted)."""
     if '"' in line:
+        import csv  # noqa: PLC0415  # the client's alone: see the note at the imports
+
         return next(csv.reader([line]))[0]
     return line.split(",", 1)[0]
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import secrets
 import stat
 import struct
 import sys
@@ -144,7 +143,7 @@ class SharedMemory:
                 f"and a {FREE_MARGIN // 2**20} MiB margin (grow it, e.g. docker --shm-size)",
             )
             return None
-        name = segment_name(self.pool_id, secrets.token_hex(8))
+        name = segment_name(self.pool_id, os.urandom(8).hex())  # secrets.token_hex's own way, without importing hmac
         path = self.directory / name
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

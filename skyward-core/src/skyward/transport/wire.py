@@ -75,6 +75,7 @@ PACKED = b"Z"  # a message's small frames in one (see ``pack_message``)
 FILES = b"F"  # the project's files (skyward.files): the manifest, and the blobs a node lacks
 BLOB = b"D"  # one chunk of a blob (raw bytes, never pickled), and its acknowledgement
 PLACE = b"G"  # build the working directory from the manifest, and the answer
+FILE_KINDS = (FILES, BLOB, PLACE)  # what an agent's FileReceiver answers
 
 
 class Status(IntEnum):
