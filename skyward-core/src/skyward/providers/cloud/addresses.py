@@ -8,7 +8,6 @@ everyone (0.0.0.0, a multicast or reserved address) is refused.
 from __future__ import annotations
 
 import ipaddress
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -48,6 +47,11 @@ def _ask(url: str, timeout: float) -> str:
         if isinstance(answer, OSError):
             raise answer
         return answer
+    # urllib.request brings http.client and ssl: 10-14 ms of every process that loads the
+    # plugin registry with a cloud plugin installed (a Local pool's client too), for a
+    # question only a cloud pool asks
+    import urllib.request  # noqa: PLC0415  # see above
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s): checked by the config
             body = str(response.read(256).decode("ascii", errors="replace"))
