@@ -488,6 +488,7 @@ class ComputePool:
             fleet.stop_watching()
         if self._launcher.scaler is not None:
             self._launcher.scaler.stop()
+        self._progress.flush_due()  # the last counts, held back by the throttle: the ticker has stopped
         if detach:
             self._detach(error)
             return

@@ -80,9 +80,15 @@ class SocketLoop:
         return self._thread is threading.current_thread()
 
     def stop(self) -> None:
-        """End the thread (at its next turn) and wait for it, unless this is it."""
+        """End the thread and wait for it, unless this is it. It is woken: left to its
+        poll's timeout, every pool's close waited up to 250 ms for it (0.25 of a 2-node
+        Local pool's 0.32 s close on the 2-core development machine)."""
         self.running = False
         if self._thread is not None and self._thread is not threading.current_thread():
+            try:
+                self.wake()
+            except zmq.ZMQError:
+                pass  # its context is gone: the thread's poll ends with it
             self._thread.join(timeout=5)
 
     # -- any thread ---------------------------------------------------------------------
