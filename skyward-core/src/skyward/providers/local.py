@@ -135,6 +135,8 @@ class LocalDriver(Provider[Local]):
         self._nodes: list[_LocalNode] = []  # the nodes running (started and not removed)
         self._starts: dict[int, int] = {}  # node index -> how many nodes were started at it
         self._lock = threading.Lock()
+        # notified when a node's follower reads its endpoint or the end of its output
+        self._heard = threading.Condition()
 
     def validate(self, spec: PoolSpec) -> None:
         if spec.machine is not None:
@@ -347,7 +349,9 @@ class LocalDriver(Provider[Local]):
                     f"local nodes did not start within bootstrap_timeout={self.config.bootstrap_timeout:g} s; "
                     "raise Local(bootstrap_timeout=...)"
                 )
-            time.sleep(0.005)
+            with self._heard:  # woken by _follow; polling every 5 ms cost 2.5 ms of a start on average
+                if any(n.endpoint is None and n.process.poll() is None for n in nodes):
+                    self._heard.wait(timeout=0.1)
 
     def _follow(self, node: _LocalNode, emit: EventSink, progress: Any) -> None:
         """Reads a node's stdout: bootstrap steps, then the agent's ready line."""
@@ -357,7 +361,11 @@ class LocalDriver(Provider[Local]):
             if line.startswith(STEP_MARKER):
                 emit(progress(instance_id=node.instance_id, step=line[len(STEP_MARKER) :].strip()))
             elif line.startswith(READY_MARKER):
-                node.endpoint = line[len(READY_MARKER) :].strip()
+                with self._heard:
+                    node.endpoint = line[len(READY_MARKER) :].strip()
+                    self._heard.notify_all()
+        with self._heard:  # the output ended: the node's process is exiting (or exited)
+            self._heard.notify_all()
 
     def remove_nodes(self, nodes: Sequence[NodeHandle]) -> None:
         """Stop exactly these nodes' process trees (SIGTERM, SIGKILL after STOP_GRACE s);
