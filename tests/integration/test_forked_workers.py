@@ -155,3 +155,38 @@ def test_the_client_names_the_plugins_that_implement_the_worker_hook(tmp_path: P
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "['hook-plugin-for-tests'] 1 0"
+
+
+def test_a_node_with_its_own_environment_loads_only_plugins_the_client_s_census_cannot_rule_out(
+    tmp_path: Path,
+) -> None:
+    # A node that builds its own environment (pip packages, a cloud) may hold plugins the
+    # client lacks: it loads those, and one the client has at another version, but not
+    # one the client has at the same version and found without a worker hook.
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_hook_plugin(site)
+    script = (
+        "from skyward.plugins.registry import plugin_census, worker_startup_manager\n"
+        "census = plugin_census()\n"
+        "def loaded(c):\n"
+        "    return sorted(name for name, _ in worker_startup_manager(None, c).list_name_plugin())\n"
+        "other = sorted(n for n in census if n != 'hook-plugin-for-tests')[0]\n"
+        "unknown = {k: v for k, v in census.items() if k != 'hook-plugin-for-tests'}\n"
+        "moved = {**census, other: ['0.0.0.dev0', False]}\n"
+        "print(census['hook-plugin-for-tests'], len(census) > 1)\n"
+        "print(loaded(census))\n"
+        "print(loaded(unknown))\n"
+        "print(loaded(moved) == sorted(['hook-plugin-for-tests', other]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines() == [
+        "['0.1', True] True",
+        "['hook-plugin-for-tests']",
+        "['hook-plugin-for-tests']",
+        "True",
+    ]

@@ -186,7 +186,7 @@ def shares_client_environment(image: Image, ctx: BootstrapContext) -> bool:
 def _deps(image: Image, ctx: BootstrapContext) -> str:
     if not needs_environment(image, ctx):
         return f"# no pip packages: run on the client's own interpreter\nPY={_q(ctx.python_executable or 'python3')}"
-    key = environment_key(image, ctx)
+    key = ctx.environment_key or environment_key(image, ctx)
     python = ctx.python_executable or image.python
     index = f"--extra-index-url {_q(image.pip_extra_index_url)} " if image.pip_extra_index_url else ""
     skyward = (ctx.skyward_requirement,) if ctx.skyward_requirement else () if ctx.wheels else ("skyward-core",)
@@ -247,7 +247,7 @@ def _from_baked(image: Image, ctx: BootstrapContext, environment: str) -> str:
     """On a machine started from a baked image: its environment is there, so apt, uv and
     the environment are skipped and the step ``baked`` says so; on one whose environment
     is missing (a baked image made from another one), every step runs as usual."""
-    env_dir = f"$SKYWARD_HOME/envs/{environment_key(image, ctx)}"
+    env_dir = f"$SKYWARD_HOME/envs/{ctx.environment_key or environment_key(image, ctx)}"
     baked = _step(BAKED_STEP)
     return f"""
 # --- baked image: the environment is already on this disk

@@ -89,6 +89,11 @@ class AgentConfig:
     # when the client knows them (its own environment: see worker_startup_manager); None:
     # every plugin installed on the node
     worker_plugins: list[str] | None = None
+    # when worker_plugins is None: the client's own plugins, entry-point name ->
+    # [distribution version, whether it implements skyward_worker_startup]; a node's worker
+    # loads one the client has at the same version only when it does (see
+    # worker_startup_manager), and any other plugin installed on the node
+    plugin_census: dict[str, list[str | bool]] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -125,6 +125,7 @@ class Supervisor:
             "control": self.backend_endpoint,
             "bind": self._worker_bind(index),
             "plugins": c.worker_plugins,
+            "census": c.plugin_census,
             "curve": curve,
             "info": {
                 "node": c.node,

@@ -215,6 +215,7 @@ class Worker:
         self.clock = clock
         self.info = InstanceInfo(**config["info"])
         self.plugins: list[str] | None = config.get("plugins")  # see worker_startup_manager
+        self.census: dict[str, list[str | bool]] | None = config.get("census")
         set_instance_info(self.info)
         # a Local pool's segments (skyward.transport.shm): read from the first task (the
         # client alone sends them, on a Local pool), written once CLUSTER says so
@@ -284,7 +285,7 @@ class Worker:
             # machine (the node then has nothing to call: see worker_startup_manager).
             from skyward.plugins.registry import worker_startup_manager  # noqa: PLC0415
 
-            worker_startup_manager(self.plugins).hook.skyward_worker_startup(info=self.info)
+            worker_startup_manager(self.plugins, self.census).hook.skyward_worker_startup(info=self.info)
         self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
         poller = zmq.Poller()
         poller.register(self.tasks, zmq.POLLIN)

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from skyward.accelerators.mig_node import mig_setup_script
 from skyward.agent.config import ENV_VAR, AgentConfig
 from skyward.api.spec import PoolSpec
-from skyward.bootstrap import shares_client_environment
+from skyward.bootstrap import environment_key, needs_environment, shares_client_environment
 from skyward.image import BootstrapContext, Image
 from skyward.plugins.contributions import BootstrapStep
-from skyward.plugins.registry import registry, worker_startup_plugins
+from skyward.plugins.registry import plugin_census, registry, worker_startup_plugins
 from skyward.providers.settings import NODE_TTL_MARGIN, ProviderSettings
 from skyward.transport.handshake import NodeIdentity
 from skyward.transport.security import PoolKeys
@@ -63,6 +63,8 @@ class NodeUserData:
         self._wheels = wheels
         self._steps = tuple(steps)
         self._rendered: dict[int, str] = {}  # node -> the instance id its latest user-data names
+        # what the environment key depends on besides the image -> the key (BootstrapContext.environment_key)
+        self._environment_keys: dict[tuple[object, ...], str] = {}
 
     def __call__(
         self,
@@ -84,6 +86,7 @@ class NodeUserData:
         mig_steps: list[tuple[str, str]] = []
         if mig and spec.accelerator is not None:
             mig_steps.append(("mig", mig_setup_script(spec.accelerator.mig, spec.accelerator.count)))
+        shared = shares_client_environment(spec.image, context)
         config = AgentConfig(
             pool_id=spec.pool_id,
             node=node,
@@ -100,7 +103,8 @@ class NodeUserData:
             visible_devices=list(visible_devices),
             mig_devices=spec.partitions if mig else 0,
             instance_id=instance_id,
-            worker_plugins=worker_startup_plugins() if shares_client_environment(spec.image, context) else None,
+            worker_plugins=worker_startup_plugins() if shared else None,
+            plugin_census=None if shared else plugin_census(),
         )
         self._rendered[node] = instance_id
         self._wheels.offer(context.wheels)
@@ -110,10 +114,25 @@ class NodeUserData:
             context,
             agent_env={**context.agent_env, ENV_VAR: config.to_json()},
             extra_steps=(*context.extra_steps, *steps),
+            environment_key=self._environment_key(context),
         )
         script = spec.image.bootstrap(int(spec.timeout + NODE_TTL_MARGIN), context=ctx)
         self._wheels.offer_script(script)  # a container node's start command fetches it by sha256
         return script
+
+    def _environment_key(self, context: BootstrapContext) -> str | None:
+        """The environment's key, computed once per pool for each context that builds one."""
+        image = self._spec.image
+        if context.environment_key is not None or not needs_environment(image, context):
+            return context.environment_key
+        inputs = (
+            context.skyward_requirement, tuple(context.pinned), context.python_executable,
+            tuple(w.sha256 for w in context.wheels),
+        )  # fmt: skip
+        key = self._environment_keys.get(inputs)
+        if key is None:
+            key = self._environment_keys[inputs] = environment_key(image, context)
+        return key
 
     def identity(self, node: int) -> NodeIdentity:
         """Who must answer at node ``node``'s endpoint: what its latest user-data names."""
