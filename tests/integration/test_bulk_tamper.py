@@ -1,7 +1,8 @@
-"""A large buffer's chunk frames ride the pool's CURVE connection, so each is sealed and
-authenticated as every frame is: a chunk changed on the wire, or replayed, breaks the
-connection and its message is never delivered; a peer without the pool's keys never gets
-a frame in (``skyward.transport.bulk``, ``skyward.transport.security``).
+"""A large buffer's chunks ride the pool's CURVE connection, as messages of their own
+after their message (``skyward.transport.chunked``), so each is sealed and authenticated
+as every frame is: a chunk changed on the wire, or replayed, breaks the connection and
+its message is never completed; a peer without the pool's keys never gets a frame in
+(``skyward.transport.bulk``, ``skyward.transport.security``).
 
 A proxy sits on the tcp connection between the client's socket (``Links.socket``) and a
 server socket set up as a worker's (``security.configure_server`` and the ZAP policy),
@@ -21,7 +22,7 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from skyward.transport import security, wire
+from skyward.transport import chunked, security, wire
 from skyward.transport.bulk import BulkFrames
 from skyward.transport.links import Links
 from skyward.transport.security import Keypair, PoolKeys
@@ -137,13 +138,15 @@ def _send_through_proxy(
     server: tuple[zmq.Socket[bytes], zmq.Socket[bytes], int, PoolKeys], mode: Mode
 ) -> tuple[zmq.Socket[bytes], Links]:
     sock, _, port, keys = server
-    proxy = _Proxy(port, mode, target=1 + 3)  # message 1 is a small one; 2-8 the large one: its third chunk
+    # CURVE message 1 is a small one, 2 the large one's pack, then each chunk's marker and
+    # bytes: 4 is the first chunk's bytes
+    proxy = _Proxy(port, mode, target=4)
     links = Links(keys)
     client = _client(links, proxy.port, keys)
     client.send(b"first")
     assert sock.poll(_WAIT_MS), "a small message went through the proxy"
     assert sock.recv_multipart()[1] == b"first"
-    wire.send_frames(client, _large_message())
+    chunked.send_message(client, _large_message())
     return client, links
 
 
@@ -153,8 +156,12 @@ def test_chunks_forwarded_unchanged_arrive_whole(
     sock = server[0]
     _, links = _send_through_proxy(server, "forward")
     try:
-        assert sock.poll(_WAIT_MS)
-        header, parts = wire.open_message(wire.recv_frames(sock)[1:])
+        reassembly, whole = chunked.Reassembly(), None
+        while whole is None:
+            assert sock.poll(_WAIT_MS)
+            frames = wire.recv_frames(sock)
+            whole = reassembly.feed(frames[1:], frames[0].bytes)
+        header, parts = wire.open_message(whole)
         assert header[:1] == wire.RESULTS
         assert np.array_equal(np.frombuffer(parts[0], dtype=np.float64), np.arange(6 * 2**20 // 8))
     finally:
@@ -171,7 +178,12 @@ def test_a_chunk_changed_or_replayed_on_the_wire_breaks_the_connection_and_its_m
         # libzmq reports a frame that fails CURVE's check (its box, or its nonce not above
         # the last one) as a protocol failure, and drops the connection
         _await_event(monitor, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_DISCONNECTED)
-        assert not sock.poll(0), f"a message with a {mode}ed chunk was delivered"
+        reassembly = chunked.Reassembly()
+        while sock.poll(0):  # the pack and the chunks before the changed one arrived
+            frames = wire.recv_frames(sock)
+            completed = reassembly.feed(frames[1:], frames[0].bytes)
+            assert completed is None, f"a message with a {mode}ed chunk was completed"
+        assert reassembly.pending() == 1
     finally:
         links.context.destroy(linger=0)
 
@@ -185,7 +197,7 @@ def test_a_client_without_the_pool_s_keys_gets_no_chunk_in(
     links = Links(stranger)
     try:
         client = links.socket(zmq.DEALER, f"tcp://127.0.0.1:{port}", keys.node(0).public)
-        wire.send_frames(client, _large_message())
+        chunked.send_message(client, _large_message())
         _await_event(monitor, zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         assert not sock.poll(0), "a stranger's message was delivered"
     finally:

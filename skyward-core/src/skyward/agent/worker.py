@@ -31,7 +31,7 @@ from skyward.agent.listen import listen
 from skyward.agent.watch import WATCH_AFTER, SocketWatch
 from skyward.errors import AbandonedError, RemoteError
 from skyward.runtime.context import InstanceInfo, set_instance_info
-from skyward.transport import inputs, security, serialize, wire
+from skyward.transport import chunked, inputs, security, serialize, wire
 from skyward.transport.bulk import BulkFrames
 from skyward.transport.shm import SharedMemory
 
@@ -237,6 +237,7 @@ class Worker:
         curve = config.get("curve")
         # results over tcp (CURVE) cut large buffers into chunks (skyward.transport.bulk)
         self.bulk = BulkFrames() if curve is not None else None
+        self.reassembly = chunked.Reassembly()  # per client socket: messages whose chunks are arriving
         if curve is not None:
             self.auth = security.start_server_auth(self.context, curve["client_public"].encode())
             security.configure_server(self.tasks, curve["server_secret"].encode())
@@ -355,7 +356,10 @@ class Worker:
             if len(frames) < 2:
                 continue
             client = frames[0].bytes
-            header, parts = wire.open_message(frames[1:], self.shm)
+            message = self.reassembly.feed(frames[1:], client)
+            if message is None:
+                continue  # a chunk of a message still arriving (skyward.transport.chunked)
+            header, parts = wire.open_message(message, self.shm)
             kind = header[:1]
             if kind == wire.TASKS:
                 offset = 0
@@ -620,7 +624,7 @@ class Worker:
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
         message = wire.pack_message([wire.pack_results(done), *out], self.shm if self.shm_send else None, self.bulk)
         try:
-            wire.send_frames(self.tasks, [client, *message])
+            chunked.send_message(self.tasks, message, prefix=(client,))
         except zmq.ZMQError:
             if self.shm is not None:
                 self.shm.discard(wire.shm_refs(message))  # nobody will read them

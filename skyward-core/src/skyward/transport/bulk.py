@@ -1,22 +1,24 @@
-"""Large buffers over a CURVE connection, as a run of chunk frames.
+"""Large buffers over a CURVE connection, as a run of chunks.
 
 Across machines every connection is CURVE-encrypted (``skyward.transport.security``),
 and libzmq's CURVE seals and opens each frame whole, in the socket's I/O thread: a
 256 MB buffer sent as one frame is copied and encrypted in full before its first byte
 reaches the wire, then received in full before the peer can begin to decrypt it, so
 the two ends' I/O threads take turns and the round trip pays both ends' work one after
-the other. Cut into chunks (frames of one multipart message, ``BULK_CHUNK`` bytes each),
-the sender's I/O thread seals chunk k+1 while the wire carries chunk k and the
-receiver's I/O thread opens chunk k-1: the two ends work at once, and each chunk is
-small enough to stay in the CPU's cache between its copy and its encryption.
+the other. Cut into chunks (``BULK_CHUNK`` bytes each, each sent as a message of its own
+after its message: ``skyward.transport.chunked``), the sender's I/O thread seals chunk
+k+1 while the wire carries chunk k and the receiver's I/O thread opens chunk k-1: the
+two ends work at once, and each chunk is small enough to stay in the CPU's cache between
+its copy and its encryption.
 
-Nothing else changes: the chunks are frames of the same message on the same
-authenticated, encrypted connection, so each is sealed by CURVE (XSalsa20-Poly1305,
+Nothing else changes: the chunks are frames on the same authenticated, encrypted
+connection, so each is sealed by CURVE (XSalsa20-Poly1305,
 one nonce per frame, which libzmq requires to increase: a tampered, replayed, reordered
 or dropped chunk breaks the connection, and the message never arrives), and a peer
 without the pool's keys never completes the handshake. No new key, no new port, no new
-cryptography. The receiver puts the chunks back together in one buffer (one copy, into
-memory of its own: the unpickled array is writable and outlives the frames).
+cryptography. The receiver puts the chunks back together in one buffer as they arrive
+(one copy, into memory of its own: the unpickled array is writable and outlives the
+frames).
 
 Measured on the 2-core development machine under load from other work, a 64 MB
 round trip over tcp loopback with CURVE (raw pyzmq, same run): one frame 0.06 GB/s,

@@ -20,7 +20,7 @@ from typing import Any
 import zmq
 
 from skyward.errors import NodeLostError, WorkerDiedError
-from skyward.transport import serialize, wire
+from skyward.transport import chunked, serialize, wire
 from skyward.transport.dispatcher import DEFAULT_RETRIES, WorkerKey
 from skyward.transport.ledger import TaskLedger
 from skyward.transport.links import Links, WorkerLink
@@ -48,6 +48,13 @@ class DirectPath:
         self._rerun_lost = rerun_lost
         self._local = threading.local()
 
+    def _reassembly(self) -> chunked.Reassembly:
+        """This thread's results whose chunks are arriving, per socket."""
+        found: chunked.Reassembly | None = self._local.__dict__.get("reassembly")
+        if found is None:
+            found = self._local.reassembly = chunked.Reassembly()
+        return found
+
     def _socket(self, worker: WorkerLink) -> zmq.Socket[bytes]:
         """This thread's own socket to ``worker`` (remade after the worker restarts)."""
         sockets: dict[WorkerKey, tuple[tuple[int, str, bytes | None], zmq.Socket[bytes]]]
@@ -62,6 +69,7 @@ class DirectPath:
             return known[1]
         if known is not None:
             known[1].close(linger=0)
+            self._reassembly().drop(known[1])
         sock = self._links.socket(zmq.DEALER, worker.endpoint, server_public)
         sockets[worker.key] = (stamp, sock)
         return sock
@@ -95,7 +103,7 @@ class DirectPath:
             task_id = ledger.next_id()
             sent = (sock, task_id)
             task_frames = wire.encode_task(fn_key, bytes(frames[1]), frames[2:])
-            wire.send_frames(
+            chunked.send_message(
                 sock,
                 wire.pack_message(
                     [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames],
@@ -105,7 +113,10 @@ class DirectPath:
             )
             while True:
                 if sock.poll(_POLL_MS):
-                    header, parts = wire.open_message(wire.recv_frames(sock), self._links.shm)
+                    message = self._reassembly().feed(wire.recv_frames(sock), sock)
+                    if message is None:
+                        continue  # a chunk of a result still arriving (skyward.transport.chunked)
+                    header, parts = wire.open_message(message, self._links.shm)
                     if header[:1] != wire.RESULTS:
                         continue
                     offset = 0
@@ -172,7 +183,7 @@ class DirectPath:
             sock = self._socket(worker)
             sockets.append(sock)
             task_id = self._ledger.next_id()
-            wire.send_frames(
+            chunked.send_message(
                 sock,
                 wire.pack_message(
                     [wire.pack_tasks([(task_id, len(task_frames), 0)]), *task_frames],
@@ -207,7 +218,10 @@ class DirectPath:
             # at the next poll, which then returns at once. Reading on until zmq.Again cost
             # an exception per socket per wake-up, and a broadcast's workers answer one each.
             for sock, _ in poller.poll(_POLL_MS):
-                header, parts = wire.open_message(wire.recv_frames(sock), self._links.shm)
+                message = self._reassembly().feed(wire.recv_frames(sock), sock)
+                if message is None:
+                    continue  # a chunk of a result still arriving (skyward.transport.chunked)
+                header, parts = wire.open_message(message, self._links.shm)
                 if header[:1] != wire.RESULTS:
                     continue
                 offset = 0

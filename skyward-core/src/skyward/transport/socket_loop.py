@@ -21,7 +21,7 @@ from typing import Any
 import zmq
 
 from skyward.errors import WorkerDiedError
-from skyward.transport import serialize, wire
+from skyward.transport import chunked, serialize, wire
 from skyward.transport.completion import Completion
 from skyward.transport.dispatcher import Dispatcher, WorkerKey
 from skyward.transport.ledger import TaskLedger, claim, ended_by_recall
@@ -67,6 +67,7 @@ class SocketLoop:
         self._control: list[list[bytes]] = []
         self._poller = zmq.Poller()
         self._by_socket: dict[zmq.Socket[bytes], NodeLink | WorkerLink] = {}
+        self._reassembly = chunked.Reassembly()  # per worker socket
         self._thread: threading.Thread | None = None
         self.running = False
 
@@ -138,6 +139,7 @@ class SocketLoop:
     def unwatch(self, sock: zmq.Socket[bytes]) -> None:
         self._poller.unregister(sock)
         self._by_socket.pop(sock, None)
+        self._reassembly.drop(sock)
 
     def open_worker(self, worker: WorkerLink) -> None:
         worker.socket = self._links.socket(zmq.DEALER, worker.endpoint, self._links.nodes[worker.key[0]].server_public)
@@ -242,7 +244,7 @@ class SocketLoop:
         if entries and worker is not None and worker.socket is not None:
             message = [wire.pack_tasks(entries), *frames]
             bulk = self._links.bulk(worker.endpoint)
-            wire.send_frames(worker.socket, wire.pack_message(message, self._links.shm, bulk))
+            chunked.send_message(worker.socket, wire.pack_message(message, self._links.shm, bulk))
 
     def _drain_worker(self, worker: WorkerLink) -> None:
         while worker.socket is not None:
@@ -250,7 +252,10 @@ class SocketLoop:
                 frames = wire.recv_frames(worker.socket, zmq.NOBLOCK)
             except zmq.Again:
                 return
-            header, parts = wire.open_message(frames, self._links.shm)
+            message = self._reassembly.feed(frames, worker.socket)
+            if message is None:
+                continue  # a chunk of a result still arriving (skyward.transport.chunked)
+            header, parts = wire.open_message(message, self._links.shm)
             if header[:1] != wire.RESULTS:
                 continue
             self._resolve(worker, wire.unpack_results(header), parts, time.monotonic())

@@ -27,7 +27,9 @@ every small frame of every task or result in one frame, each large buffer in its
 ``open_message`` reads packed and plain messages alike. On a Local pool a part of 32 MiB or
 more travels in a shared-memory segment instead, the pack holding only its name and length
 (``skyward.transport.shm``). Over tcp (CURVE) a part of 4 MiB or more travels as a run of
-1 MiB chunk frames, so both ends' CURVE work overlaps (``skyward.transport.bulk``).
+1 MiB chunks, so both ends' CURVE work overlaps (``skyward.transport.bulk``), each chunk a
+message ``[CHUNK, bytes]`` of its own after its message, so the receiver copies it into
+place as it arrives (``skyward.transport.chunked``).
 
 Control plane, client <-> agent (JSON, never pickle: reading one cannot run code):
     HELLO [?]  -> INFO [I, json]   once every worker is up: versions, worker endpoints
@@ -75,6 +77,7 @@ PACKED = b"Z"  # a message's small frames in one (see ``pack_message``)
 FILES = b"F"  # the project's files (skyward.files): the manifest, and the blobs a node lacks
 BLOB = b"D"  # one chunk of a blob (raw bytes, never pickled), and its acknowledgement
 PLACE = b"G"  # build the working directory from the manifest, and the answer
+CHUNK = b"k"  # [k, bytes]: one chunk of a chunked part, a message of its own (skyward.transport.chunked)
 FILE_KINDS = (FILES, BLOB, PLACE)  # what an agent's FileReceiver answers
 
 
@@ -302,12 +305,38 @@ def _table(count: int) -> struct.Struct:
     return table
 
 
+def frame_layout(first: memoryview) -> list[tuple[int, int]] | None:
+    """What follows a packed message's first frame, part by part, for each part that takes
+    frames: ``(0, 1)`` for a part in a frame of its own, ``(length, chunks)`` for a chunked
+    one (its chunk frames); None for a plain message."""
+    if first[:1] != PACKED:
+        return None
+    (count,) = _COUNT.unpack_from(first, 1)
+    sizes = _table(count).unpack_from(first, 1 + _COUNT.size)
+    offset = 1 + _COUNT.size + 4 * count
+    layout: list[tuple[int, int]] = []
+    for size in sizes:
+        if size == _OWN_FRAME:
+            layout.append((0, 1))
+            continue
+        length = size & _LENGTH
+        if size & _CHUNKED:
+            if length != _BULK.size:
+                raise ValueError("a packed message with a malformed chunked part")
+            total, chunks = _BULK.unpack_from(first, offset)
+            layout.append((total, chunks))
+        offset += length
+    return layout
+
+
 def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tuple[bytes, list[Any]]:
     """(header, the other parts) of a received message (``zmq.Frame`` objects or bytes),
     packed (``pack_message``: small parts come back as memoryviews into its first frame)
     or plain (one frame per part, as a hand-built message sends them). A part in shared
     memory comes back as a view of its segment, mapped (and its name unlinked) here: only
-    with ``shm``, a Local pool's; any other receiver refuses such a message."""
+    with ``shm``, a Local pool's; any other receiver refuses such a message. A chunked
+    part is its chunk frames, joined here, or one frame of its whole length, as
+    ``chunked.Reassembly`` gives it back."""
     head = frames[0]
     first = memoryview(head.buffer if hasattr(head, "buffer") else head)
     if first[:1] != PACKED:
@@ -316,11 +345,15 @@ def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tupl
     sizes = _table(count).unpack_from(first, 1 + _COUNT.size)
     offset = 1 + _COUNT.size + 4 * count
     inline = sum(s & _LENGTH for s in sizes if s != _OWN_FRAME)
-    if offset + inline != len(first) or (
-        sizes.count(_OWN_FRAME) != len(frames) - 1
-        and sizes.count(_OWN_FRAME) + _chunk_frames(first, sizes, offset) != len(frames) - 1
-    ):
+    own = sizes.count(_OWN_FRAME)
+    chunked = sum(1 for s in sizes if s != _OWN_FRAME and s & _CHUNKED)
+    joined = False  # each chunked part one frame of its whole length (chunked.Reassembly's)
+    if offset + inline != len(first):
         raise ValueError("a packed message whose table does not match its frames")
+    if not chunked or own + _chunk_frames(first, sizes, offset) != len(frames) - 1:
+        joined = bool(chunked) and own + chunked == len(frames) - 1
+        if not joined and own != len(frames) - 1:
+            raise ValueError("a packed message whose table does not match its frames")
     if shm is None and any(s != _OWN_FRAME and s & _IN_SHM for s in sizes):
         raise ValueError("a message with a shared-memory part, where this pool uses no shared memory")
     rest = iter(frames[1:])
@@ -331,7 +364,13 @@ def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tupl
         elif size & _CHUNKED:
             length = size & _LENGTH
             total, count = _BULK.unpack_from(first, offset)
-            parts.append(join_chunks([next(rest) for _ in range(count)], total))
+            if joined:
+                part = next(rest)
+                if memoryview(part.buffer if hasattr(part, "buffer") else part).nbytes != total:
+                    raise ValueError(f"a joined part that is not the {total} bytes its table announced")
+                parts.append(part)
+            else:
+                parts.append(join_chunks([next(rest) for _ in range(count)], total))
             offset += length
         elif size & _IN_SHM:
             length = size & _LENGTH

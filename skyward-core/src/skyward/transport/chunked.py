@@ -1,0 +1,149 @@
+"""A message's chunked parts sent as messages of their own, and put back together.
+
+A chunked part (``skyward.transport.bulk``: a buffer of 4 MiB or more on a CURVE link) is
+a run of 1 MiB chunks. Sent as frames of one multipart message, nothing of it reaches the
+receiver before the last chunk has arrived (ZeroMQ delivers a message whole), and only
+then can the receiver copy the chunks into one buffer: a copy that waits for the transfer
+and that the transfer waits for, on both ends of a round trip. ``send_message`` sends the
+message's own frames first, then each chunk as a message of its own (``[CHUNK, bytes]``
+on the same socket, after it), and ``Reassembly`` copies each chunk into its place as it
+arrives, while the sockets' I/O threads open the next ones.
+
+Measured (raw pyzmq, 32 MB echoed over tcp loopback with CURVE, 1 MiB chunks, medians of
+7 round trips, 3 runs each on the 2-core development machine): chunk frames of one
+message, joined by each receiver, 0.63-0.70 GB/s; chunks as messages copied into place as
+they arrive, 0.80-0.92 GB/s.
+
+Nothing about trust changes: the chunks ride the same CURVE connection as every frame
+(sealed, authenticated, each frame's nonce above the last: one tampered, replayed,
+reordered or dropped breaks the connection, and the message is never completed), from
+the one peer that holds the pool's keys. A receiver keeps one unfinished message per
+sender (the socket, or a ROUTER's peer): ZeroMQ keeps one peer's messages in order, and
+a sender never starts a message before its last one is out (one thread per socket). A
+new head from a sender abandons that sender's unfinished message, and a chunk with none
+to join is dropped, so a sender that gave up half-way (its socket closed) leaves nothing
+behind but that message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from skyward.transport import wire
+from skyward.transport.bulk import fresh_buffer
+
+__all__ = ["Reassembly", "send_message"]
+
+_CHUNK_BYTE = wire.CHUNK[0]
+
+
+def _view(frame: Any) -> memoryview:
+    return memoryview(frame.buffer if hasattr(frame, "buffer") else frame).cast("B")
+
+
+def send_message(sock: Any, message: Sequence[Any], prefix: Sequence[bytes] = ()) -> None:
+    """Send a message of ``wire.pack_message``: its first frame and the frames of parts
+    of their own as one message, then each chunk as ``[*prefix, CHUNK, chunk]``
+    (``prefix``: a ROUTER's peer identity). A message without chunks goes as it is."""
+    layout = wire.frame_layout(_view(message[0])) if message else None
+    if layout is None or all(chunks == 1 and total == 0 for total, chunks in layout):
+        wire.send_frames(sock, [*prefix, *message])
+        return
+    own: list[Any] = [message[0]]
+    chunks: list[Any] = []
+    position = 1
+    for total, count in layout:
+        if total == 0 and count == 1:
+            own.append(message[position])
+        else:
+            chunks.extend(message[position : position + count])
+        position += count
+    wire.send_frames(sock, [*prefix, *own])
+    for chunk in chunks:
+        wire.send_frames(sock, [*prefix, wire.CHUNK, chunk])
+
+
+class _Partial:
+    """A message whose chunks are arriving: its own frames, and a buffer per chunked part
+    that each chunk is copied into as it comes."""
+
+    def __init__(self, frames: list[Any], layout: list[tuple[int, int]]) -> None:
+        self.frames = frames  # the first frame, then the parts of their own, in order
+        self.layout = layout
+        self.parts = [index for index, (total, count) in enumerate(layout) if not (total == 0 and count == 1)]
+        self.buffers: list[memoryview] = []
+        self.part = 0  # which of ``parts`` the next chunk belongs to
+        self.offset = 0
+        self.received = 0  # chunks of the current part
+
+    def add(self, chunk: Any) -> bool:
+        """Copy one chunk into place; True once the message is whole. Raises ValueError
+        for chunks that overrun their part or do not fill it."""
+        total, count = self.layout[self.parts[self.part]]
+        if self.received == 0:
+            self.buffers.append(fresh_buffer(total))
+        piece = _view(chunk)
+        end = self.offset + piece.nbytes
+        if end > total:
+            raise ValueError(f"chunks that overrun the {total} bytes their table announced")
+        self.buffers[-1][self.offset : end] = piece
+        self.offset, self.received = end, self.received + 1
+        if self.received < count:
+            return False
+        if self.offset != total:
+            raise ValueError(f"chunks that do not add up to the {total} bytes their table announced")
+        self.part, self.offset, self.received = self.part + 1, 0, 0
+        return self.part == len(self.parts)
+
+    def message(self) -> list[Any]:
+        """The first frame, then one frame per part in order (``wire.open_message``)."""
+        own = iter(self.frames[1:])
+        joined = iter(self.buffers)
+        out: list[Any] = [self.frames[0]]
+        for total, count in self.layout:
+            out.append(next(own) if total == 0 and count == 1 else next(joined))
+        return out
+
+
+class Reassembly:
+    """Messages of ``send_message`` put back together, per sender: ``feed`` each message
+    received; it returns a whole message for ``wire.open_message``, or None while chunks
+    are still to come (or for a chunk that has no message to join)."""
+
+    def __init__(self) -> None:
+        self._partial: dict[Hashable, _Partial] = {}
+
+    def feed(self, frames: Sequence[Any], sender: Hashable = None) -> list[Any] | None:
+        first = _view(frames[0])
+        if len(frames) == 2 and first.nbytes == 1 and first[0] == _CHUNK_BYTE:
+            partial = self._partial.get(sender)
+            if partial is None:
+                return None  # its message was abandoned (see the module's docstring)
+            try:
+                whole = partial.add(frames[1])
+            except ValueError:
+                del self._partial[sender]
+                raise
+            if not whole:
+                return None
+            del self._partial[sender]
+            return partial.message()
+        self._partial.pop(sender, None)  # a new message: an unfinished one is abandoned
+        layout = wire.frame_layout(first)
+        if layout is None or all(total == 0 and count == 1 for total, count in layout):
+            return list(frames)
+        own = sum(1 for total, count in layout if total == 0 and count == 1)
+        if len(frames) == 1 + sum(count for _, count in layout):
+            return list(frames)  # its chunks are frames of it (wire.send_frames): open_message joins them
+        if len(frames) != 1 + own:
+            raise ValueError("a message whose own frames do not match its table")
+        self._partial[sender] = _Partial(list(frames), layout)
+        return None
+
+    def drop(self, sender: Hashable) -> None:
+        """Forget ``sender``'s unfinished message (its socket is closed)."""
+        self._partial.pop(sender, None)
+
+    def pending(self) -> int:
+        return len(self._partial)
