@@ -140,20 +140,26 @@ def test_a_plugin_s_worker_startup_hook_runs_in_every_worker_of_a_local_pool(tmp
     assert done.stdout.strip().splitlines()[-1] == "['0', '1']"
 
 
-def test_the_client_names_the_plugins_that_implement_the_worker_hook(tmp_path: Path) -> None:
+def _run_beside_hook_plugin(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """``python -c script`` with the hook plugin installed on its path; it must succeed."""
     site = tmp_path / "site"
     site.mkdir()
     _install_hook_plugin(site)
-    script = (
-        "from skyward.plugins.registry import worker_startup_plugins, worker_startup_manager\n"
-        "names = worker_startup_plugins()\n"
-        "print(names, len(worker_startup_manager(names).get_plugins()), len(worker_startup_manager([]).get_plugins()))"
-    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_the_client_names_the_plugins_that_implement_the_worker_hook(tmp_path: Path) -> None:
+    script = (
+        "from skyward.plugins.registry import worker_startup_plugins, worker_startup_manager\n"
+        "names = worker_startup_plugins()\n"
+        "print(names, len(worker_startup_manager(names).get_plugins()), len(worker_startup_manager([]).get_plugins()))"
+    )
+    done = _run_beside_hook_plugin(tmp_path, script)
     assert done.stdout.strip() == "['hook-plugin-for-tests'] 1 0"
 
 
@@ -163,9 +169,6 @@ def test_a_node_with_its_own_environment_loads_only_plugins_the_client_s_census_
     # A node that builds its own environment (pip packages, a cloud) may hold plugins the
     # client lacks: it loads those, and one the client has at another version, but not
     # one the client has at the same version and found without a worker hook.
-    site = tmp_path / "site"
-    site.mkdir()
-    _install_hook_plugin(site)
     script = (
         "from skyward.plugins.registry import plugin_census, worker_startup_manager\n"
         "census = plugin_census()\n"
@@ -179,11 +182,7 @@ def test_a_node_with_its_own_environment_loads_only_plugins_the_client_s_census_
         "print(loaded(unknown))\n"
         "print(loaded(moved) == sorted(['hook-plugin-for-tests', other]))\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run_beside_hook_plugin(tmp_path, script)
     assert done.stdout.strip().splitlines() == [
         "['0.1', True] True",
         "['hook-plugin-for-tests']",
