@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from skyward.providers import deferred_attributes
 from skyward_digitalocean.config import REGIONS, TOKEN_ENV, DigitalOcean
 
 if TYPE_CHECKING:
@@ -17,13 +18,5 @@ if TYPE_CHECKING:
 __all__ = ["REGIONS", "TOKEN_ENV", "DigitalOcean", "Reaped", "reap"]
 
 
-def __getattr__(name: str) -> object:
-    """``reap`` and ``Reaped``, imported on first use: the plugin registry imports this
-    package in every process that reads it (a Local pool's client too), and the reaper
-    brings the API client (requests and its dependencies: 120 ms for this package alone on
-    the 2-core development machine, most of a Local pool's first start there)."""
-    if name in ("Reaped", "reap"):
-        from skyward_digitalocean import reaper  # noqa: PLC0415  # see above
-
-        return getattr(reaper, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``reap`` and ``Reaped`` are imported on first use: see deferred_attributes
+__getattr__ = deferred_attributes(__name__, "skyward_digitalocean.reaper", ("Reaped", "reap"))

@@ -70,7 +70,7 @@ from skyward.providers.baking import (
 )
 from skyward.providers.checks import AccountCheck, AccountChecks
 from skyward.providers.contexts import BootstrapContext, local_bootstrap_context
-from skyward.providers.deferred import deferred_driver
+from skyward.providers.deferred import deferred_attributes, deferred_driver
 from skyward.providers.offers import Offer, OfferQuery, OfferSource, ShippedOffers, fits, offers_from
 from skyward.providers.protocol import (
     ConsoleOutput,
@@ -145,7 +145,8 @@ __all__ = [
     "SpotIfAvailable", "SpotMarket", "SpotNever", "SpotPercent", "SpotReplacement", "SpotStrategy",
     "StoppedNodesBill",
     "UserDataFactory", "VolumeMounts", "VolumePlugin", "FuseMounts",
-    "bake_key", "baked_resource", "config_for", "credential_check", "current_catalog", "deferred_driver", "fits",
+    "bake_key", "baked_resource", "config_for", "credential_check", "current_catalog", "deferred_attributes",
+    "deferred_driver", "fits",
     "format_memory",
     "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",
     "parse_accelerator", "parse_memory", "parse_number", "parse_time", "plan_markets", "reported_as",

@@ -10,7 +10,7 @@ that provider needs it, so a plugin names it by path and this imports it on firs
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from skyward.providers.protocol import ProviderDriver
@@ -37,3 +37,17 @@ def deferred_driver(config_type: type[C], module: str, name: str) -> Callable[[C
 
     create.__qualname__ = create.__name__ = f"create_{name}"
     return create
+
+
+def deferred_attributes(package: str, module: str, names: Collection[str]) -> Callable[[str], object]:
+    """A package's module-level ``__getattr__`` (PEP 562) that imports ``module`` the first
+    time one of ``names`` is asked for. The plugin registry imports a plugin's package in
+    every process that reads it (a Local pool's client too): what only some commands use
+    (a reaper and the API client it brings: requests, 120 ms) waits until then."""
+
+    def __getattr__(name: str) -> object:
+        if name in names:
+            return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
