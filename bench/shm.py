@@ -7,7 +7,7 @@ the same pool kind sending them through the socket, alternating, in one run.
 Prints one line per size: the median GB/s of ``echo(a) >> pool`` (2 x the array's size
 over the round trip) with ``Local(shared_memory=True)`` and with ``shared_memory=False``,
 and their ratio. Reported, never asserted: on a shared machine both swing with the load;
-the ratio of rounds taken back to back moves less. The threshold (``SHM_MIN``, 1 MiB) is
+the ratio of rounds taken back to back moves less. The threshold (``SHM_MIN``, 32 MiB) is
 where the ratio crosses 1 on this machine.
 """
 

@@ -82,6 +82,9 @@ TARGETS: tuple[Target, ...] = (
            ("throughput", "ray", "tasks_per_s")),
     Target("array round trip: GB/s vs floor (zero-copy)", ("bandwidth", "skyward", "gb_per_s"), ">=", 0.7,
            ("bandwidth", "floor", "gb_per_s")),
+    # shared memory on Local (skyward.transport.shm) against Ray's object store (full mode)
+    Target("array round trip: GB/s vs Ray", ("bandwidth", "skyward", "gb_per_s"), ">=", 0.5,
+           ("bandwidth", "ray", "gb_per_s")),
     Target("start to first result vs loky", ("startup", "skyward", "seconds"), "<=", 1.5,
            ("startup", "loky", "seconds")),
     # chunked CURVE (skyward.transport.bulk) against one CURVE frame per buffer in the same run:

@@ -93,7 +93,6 @@ def test_every_out_of_band_type_round_trips_through_shared_memory_both_ways(pool
     if isinstance(value, np.ndarray | list) and kind != "non-contiguous":
         assert worker_mapped, "the worker read its argument from a segment"
         assert _through_shm(back[0] if isinstance(back, list) else back), "the client read the result from a segment"
-    assert pool_segments(pool.spec.pool_id) == []
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
@@ -103,7 +102,6 @@ def test_a_cpu_tensor_round_trips_through_shared_memory(pool: sky.ComputePool) -
     tensor = torch.arange(SHM_MIN // 4 + 1024, dtype=torch.float32).reshape(1024, -1)
     back, _ = echo_and_origin(tensor) >> pool
     assert torch.equal(back, tensor)
-    assert pool_segments(pool.spec.pool_id) == []
 
 
 def test_small_buffers_keep_to_the_socket(pool: sky.ComputePool) -> None:
@@ -122,7 +120,20 @@ def test_a_stream_s_large_values_arrive_through_shared_memory(pool: sky.ComputeP
     got = list(pool.stream(arrays(3), window=2))
     assert [int(a[0]) for a in got] == [0, 1, 2] and all(a.size == SHM_MIN // 8 + 1 for a in got)
     assert all(_through_shm(a) for a in got)
-    assert pool_segments(pool.spec.pool_id) == []
+
+
+def test_round_trips_reuse_the_segments_of_the_first_and_results_kept_stay_intact(pool: sky.ComputePool) -> None:
+    array = np.arange(SHM_MIN // 8 + 1, dtype=np.float64)
+    kept, _ = echo_and_origin(array) >> pool
+    after_one = len(pool_segments(pool.spec.pool_id))
+    assert after_one >= 2, "the client's segment and the worker's stay for reuse"
+    for _ in range(4):
+        back, _ = echo_and_origin(array + 1) >> pool
+        assert np.array_equal(back, array + 1)
+        del back
+    # one segment each way for a result the client dropped; the one it keeps holds a third
+    assert len(pool_segments(pool.spec.pool_id)) <= after_one + 1
+    assert np.array_equal(kept, array), "a result still held is never overwritten"
 
 
 @sky.compute
@@ -141,12 +152,12 @@ def test_no_segment_outlives_a_pool_closed_by_an_exception_after_failed_and_kill
         pool_id = pool.spec.pool_id
         with pytest.raises(ValueError, match="refused"):
             fail_after_reading(big) >> pool
-        assert pool_segments(pool_id) == []
         with pytest.raises(WorkerDiedError):
             die(big) >> pool
-        # a segment whose message nobody reads (its receiver died first) keeps its name ...
+        # segments the client keeps for reuse, one whose message nobody reads (its
+        # receiver died first) and one of another process of this pool ...
         SharedMemory(pool_id).put(big.data)
-        assert len(pool_segments(pool_id)) == 1
+        assert len(pool_segments(pool_id)) >= 2
         raise RuntimeError("the user's own error")
     # ... until the pool closes, whichever way
     assert pool_segments(pool_id) == []
@@ -190,3 +201,21 @@ def test_no_segment_outlives_a_client_killed_with_sigkill(monkeypatch: pytest.Mo
         assert pool_segments(pool_id) == []
     assert pool_segments(pool.spec.pool_id) == []
     os.rmdir(private_tmp)  # nothing else was left in it
+
+
+def _mapped_segments(pool_id: str) -> list[str]:
+    with open("/proc/self/maps") as maps:
+        return [line for line in maps if f"skyward-{pool_id}-" in line]
+
+
+def test_a_closed_pool_leaves_the_client_mapping_only_the_results_it_holds() -> None:
+    array = np.arange(SHM_MIN // 8 + 1, dtype=np.float64)
+    with sky.ComputePool(nodes=1, display="quiet") as pool:
+        kept, _ = echo_and_origin(array) >> pool
+        dropped, _ = echo_and_origin(array * 2) >> pool
+        del dropped
+        assert len(_mapped_segments(pool.spec.pool_id)) >= 2  # its own segment, kept for reuse, and the result
+    assert len(_mapped_segments(pool.spec.pool_id)) == 1, "only the result still held"
+    assert np.array_equal(kept, array)
+    del kept
+    assert _mapped_segments(pool.spec.pool_id) == []

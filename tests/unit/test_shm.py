@@ -16,16 +16,22 @@ from skyward.errors import SharedMemoryError
 from skyward.providers.local_sweep import swept_pool_ids
 from skyward.transport import serialize, wire
 from skyward.transport.shm import (
+    CAPACITY_STEP,
     FREE_MARGIN,
+    KEEP_FREE,
+    KEEP_IDLE,
     SharedMemory,
+    capacity_for,
     decode_ref,
     encode_ref,
+    fits,
     pool_of,
     pool_segments,
     remove_pool_segments,
     room_for,
     segment_name,
     shared_memory_applies,
+    to_trim,
 )
 
 POOL = "sky-0badcafe"
@@ -58,9 +64,42 @@ def test_a_name_that_is_not_a_segment_of_ours_has_no_pool(name: str) -> None:
     assert pool_of(name) is None
 
 
-@given(name=st.from_regex(r"skyward-sky-[0-9a-f]{8}-[0-9a-f]{16}", fullmatch=True), length=st.integers(0, 2**63))
-def test_a_reference_reads_back_as_written(name: str, length: int) -> None:
-    assert decode_ref(encode_ref(name, length)) == (name, length)
+@given(
+    name=st.from_regex(r"skyward-sky-[0-9a-f]{8}-[0-9a-f]{16}", fullmatch=True),
+    length=st.integers(0, 2**63),
+    generation=st.integers(0, 2**64 - 1),
+)
+def test_a_reference_reads_back_as_written(name: str, length: int, generation: int) -> None:
+    assert decode_ref(encode_ref(name, length, generation)) == (name, length, generation)
+
+
+@given(size=st.integers(0, 2**40))
+def test_a_new_segment_holds_its_buffer_in_whole_steps(size: int) -> None:
+    capacity = capacity_for(size)
+    assert capacity >= size and capacity % CAPACITY_STEP == 0 and capacity - size <= CAPACITY_STEP
+    assert fits(capacity, size)
+
+
+@given(capacity=st.integers(1, 2**40).map(capacity_for), size=st.integers(0, 2**40))
+def test_a_free_segment_takes_a_buffer_no_larger_and_not_under_half_its_size(capacity: int, size: int) -> None:
+    assert fits(capacity, size) == (size <= capacity <= 2 * capacity_for(size))
+    if fits(capacity, size):
+        assert capacity < 2 * size + 2 * CAPACITY_STEP
+
+
+@given(
+    free=st.lists(st.tuples(st.integers(1, 2**33), st.floats(0, 1000)), max_size=8),
+    now=st.floats(0, 2000),
+)
+def test_the_free_segments_kept_are_recent_and_within_the_budget(free: list[tuple[int, float]], now: float) -> None:
+    gone = set(to_trim(free, now))
+    kept = [free[i] for i in range(len(free)) if i not in gone]
+    assert sum(capacity for capacity, _ in kept) <= KEEP_FREE
+    assert all(now - used <= KEEP_IDLE for _, used in kept)
+    for i in gone:  # removed: idle, or it would not fit beside the more recent ones kept
+        capacity, used = free[i]
+        newer = sum(c for c, u in kept if u >= used)
+        assert now - used > KEEP_IDLE or newer + capacity > KEEP_FREE
 
 
 @given(size=st.integers(0, 2**40), free=st.integers(0, 2**40))
@@ -68,7 +107,7 @@ def test_a_buffer_fits_only_with_the_margin_left_free(size: int, free: int) -> N
     assert room_for(size, free) == (size + FREE_MARGIN <= free)
 
 
-def test_a_buffer_read_back_from_its_segment_is_the_same_and_its_name_is_gone(tmp_path: Path) -> None:
+def test_a_buffer_read_back_from_its_segment_is_the_same(tmp_path: Path) -> None:
     shm = SharedMemory(POOL, directory=tmp_path)
     data = os.urandom(3 * 2**20)
     ref = shm.put(data)
@@ -77,9 +116,39 @@ def test_a_buffer_read_back_from_its_segment_is_the_same_and_its_name_is_gone(tm
     assert stat.S_IMODE(segment.stat().st_mode) == 0o600
     view = shm.take(ref)
     assert bytes(view) == data
-    assert pool_segments(POOL, tmp_path) == []  # unlinked once mapped; the view still reads it
-    view[0] = 0  # the receiver's own (writable) copy
+    view[0] = 0  # the receiver's own (writable) view
     view.release()
+
+
+def test_a_segment_is_reused_only_once_its_receiver_holds_no_view_of_it(tmp_path: Path) -> None:
+    sender, receiver = SharedMemory(POOL, directory=tmp_path), SharedMemory(POOL, directory=tmp_path)
+    first = np.frombuffer(receiver.take(sender.put(b"a" * 2**20)), dtype=np.uint8)
+    second = receiver.take(sender.put(b"b" * 2**20))
+    assert len(pool_segments(POOL, tmp_path)) == 2  # the first is still read: the second took a new one
+    tail = second[2**19 :]  # a slice keeps the mapping (and so the segment) busy
+    del second
+    del first  # its receiver is done with the first segment
+    third = receiver.take(sender.put(b"c" * 2**20))
+    assert len(pool_segments(POOL, tmp_path)) == 2, "the third buffer reuses the first segment"
+    assert bytes(tail) == b"b" * 2**19 and bytes(third) == b"c" * 2**20
+
+
+def test_a_reference_to_an_earlier_use_of_a_segment_is_refused(tmp_path: Path) -> None:
+    shm = SharedMemory(POOL, directory=tmp_path)
+    stale = shm.put(b"x" * 2**20)
+    assert stale is not None
+    shm.take(stale).release()
+    assert shm.put(b"y" * 2**20) is not None  # the same segment, the next generation
+    with pytest.raises(ValueError, match="holds generation 2, not the 1 sent"):
+        shm.take(stale)
+
+
+def test_a_closed_sender_removes_its_segments_and_a_receiver_s_view_still_reads(tmp_path: Path) -> None:
+    sender = SharedMemory(POOL, directory=tmp_path)
+    view = SharedMemory(POOL, directory=tmp_path).take(sender.put(b"k" * 2**20))
+    sender.close()
+    assert pool_segments(POOL, tmp_path) == [] and bytes(view) == b"k" * 2**20
+    assert sender.put(b"k" * 2**20) is None  # a closed pool's buffers take the socket
 
 
 def test_a_reference_to_another_pool_s_segment_is_refused(tmp_path: Path) -> None:
@@ -94,9 +163,9 @@ def test_a_segment_of_another_length_is_refused(tmp_path: Path) -> None:
     shm = SharedMemory(POOL, directory=tmp_path)
     ref = shm.put(b"x" * 2**20)
     assert ref is not None
-    name, length = decode_ref(ref)
+    name, length, generation = decode_ref(ref)
     with pytest.raises(ValueError, match="0600 segment"):
-        shm.take(encode_ref(name, length + 1))
+        shm.take(encode_ref(name, length + CAPACITY_STEP + 1, generation))
 
 
 def test_too_little_free_space_falls_back_to_the_socket_with_one_line(tmp_path: Path) -> None:
@@ -123,7 +192,6 @@ def test_a_packed_message_s_large_parts_travel_through_shared_memory(tmp_path: P
     assert len(pool_segments(POOL, tmp_path)) == 1
     header, parts = wire.open_message(physical, shm)
     assert header == b"R-head" and [bytes(p) for p in parts] == [big, b"small", middle]
-    assert pool_segments(POOL, tmp_path) == []
 
 
 def test_a_header_and_one_large_buffer_are_packed_when_the_buffer_goes_through_shared_memory(tmp_path: Path) -> None:
@@ -146,7 +214,9 @@ def test_the_segments_of_a_message_not_sent_are_discarded(tmp_path: Path) -> Non
     physical = wire.pack_message([b"R-head", b"a" * 2**20, b"b", b"c" * 2**20], shm)
     assert len(wire.shm_refs(physical)) == 2 == len(pool_segments(POOL, tmp_path))
     shm.discard(wire.shm_refs(physical))
-    assert pool_segments(POOL, tmp_path) == []
+    again = wire.pack_message([b"R-head", b"d" * 2**20, b"e" * 2**20], shm)
+    assert len(pool_segments(POOL, tmp_path)) == 2, "the discarded message's segments are free to reuse"
+    assert [bytes(p) for p in wire.open_message(again, shm)[1]] == [b"d" * 2**20, b"e" * 2**20]
 
 
 @settings(max_examples=30, deadline=None)
@@ -158,6 +228,7 @@ def test_any_message_reads_back_through_shared_memory(sizes: list[int]) -> None:
     physical = wire.pack_message([b"H", *parts], shm)
     header, got = wire.open_message(physical, shm)
     assert header == b"H" and [bytes(p) for p in got] == parts
+    shm.close()
     assert pool_segments(shm.pool_id, directory) == []
 
 

@@ -337,3 +337,5 @@ class PoolClient:
                 sent.wait(wait_for_logs)
         loop.stop()
         links.context.destroy(linger=0 if stop_agents else 200)  # a detaching client's recalls still go out
+        if links.shm is not None:
+            links.shm.close()  # this process's segments: unmapped, so their memory goes with the pool

@@ -1,20 +1,39 @@
 """Large buffers through POSIX shared memory between a Local pool's client and workers.
 
 On a Local pool the client and every worker run on this machine as this user, so a large
-buffer need not be copied into a socket and back out of it: the sender writes it once
-into a segment in ``/dev/shm``, and the message carries only the segment's name and
-length; the receiver maps it (no copy) and unpickling gets a view of the mapping
+buffer need not be copied into a socket and back out of it: the sender copies it into a
+segment in ``/dev/shm``, and the message carries only the segment's name, the length and
+a generation; the receiver maps it (no copy) and unpickling gets a view of the mapping
 (pickle 5 ``buffers=``). Cloud pools never use it: whether a pool does is
 ``shared_memory_applies``, a pure function of the provider.
 
-Lifetime rule: a segment is ``/dev/shm/skyward-<pool id>-<random>``, mode 0600. The
-sender creates it, writes it, closes it and passes its name in the message: from then on
-it belongs to the receiver, which maps it and unlinks the name at once (Linux keeps the
-mapping valid); the memory is freed when the last view of it (the unpickled array) is
-gone. A segment whose message is never read (its receiver died first, or a send failed)
-keeps its name until the pool closes (``remove_pool_segments``, in the Local provider's
-teardown), or, when the client was killed, until the next Local pool's start sweeps the
-run directories of dead clients and removes their pools' segments with them.
+Segments are reused. What a fresh segment costs is the kernel allocating and zeroing its
+pages (and freeing them after): writing 256 MiB into a new tmpfs file took 113 ms on the
+2-core development machine, copying it into a segment already mapped 28 ms, and mapping
+an existing one 15 ms (Ray's object store reuses its memory the same way). A 256 MB
+``echo(a) >> pool`` went from 1.9 GB/s to 6.4 GB/s, Ray's 9.6-10.7 in the same run
+(``bench/run.py --full --only bandwidth``). So each process keeps the
+segments it wrote, mapped, and writes the next large buffer into one whose receiver is
+done with it.
+
+A segment is ``/dev/shm/skyward-<pool id>-<random>``, mode 0600: one page of state, then
+the data. The state is two counters, each with one writer: the sender's ``sent`` (bumped
+before each message that names the segment) and the receiver's ``released`` (set to that
+generation once the receiver's last view of the data is gone: a finalizer on its
+mapping, which every view, slice and array built on it keeps alive). The sender reuses a
+segment only when ``released == sent``, so a buffer still read is never overwritten; a
+reference whose generation is not the segment's ``sent`` is refused. A receiver that
+dies holding a view leaves its segment busy, which costs memory until the pool closes,
+never data.
+
+Lifetime: the sender owns its segments. It keeps the free ones it may reuse (at most
+``KEEP_FREE`` bytes besides the one just written, none idle for more than ``KEEP_IDLE``
+seconds: checked at each large send) and removes the rest. Every segment of a pool goes
+when the pool closes (``remove_pool_segments``, in the Local provider's teardown; the
+client unmaps its own, ``SharedMemory.close``), or, when the client was killed, when the
+next Local pool's start sweeps the run directories of dead clients and removes their
+pools' segments with them. An array the client received stays valid after its pool
+closes: its mapping outlives the name.
 """
 
 from __future__ import annotations
@@ -25,6 +44,9 @@ import re
 import stat
 import struct
 import sys
+import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,19 +56,33 @@ SHM_DIR = Path("/dev/shm")
 SEGMENT_PREFIX = "skyward-"
 
 SHM_MIN = 32 * 1024 * 1024
-"""Buffers of at least this many bytes travel through shared memory. A segment's cost is
-the kernel allocating its pages in /dev/shm (the writer's copy into fresh tmpfs pages,
-then the reader's map of them): about 1.5 GB/s on the 2-core development machine,
-whatever the size. The socket path reuses malloc'd memory up to glibc's mmap threshold
-(32 MiB) and is faster below it: ``echo(a) >> pool`` round trips over ipc, alternating
-(bench/shm.py), were 0.51x (4 MiB), 0.44x (16 MiB), 1.02x (32 MiB), 1.32x (64 MiB) and
-1.40x (256 MiB) through shared memory against the socket, so the segment starts at 32 MiB."""
+"""Buffers of at least this many bytes travel through shared memory. Below it the socket
+path, which reuses malloc'd memory up to glibc's mmap threshold (32 MiB), is as fast:
+``echo(a) >> pool`` round trips over ipc through reused segments against the socket,
+alternating (bench/shm.py with this threshold at 1 MiB, 7 rounds), were 0.71x (1 MiB),
+1.00x (4 MiB), 0.92x (16 MiB), 1.52x (32 MiB) and 2.90x (64 MiB); through fresh segments,
+before they were reused, 0.44x at 16 MiB and 1.02x at 32 MiB."""
 
 FREE_MARGIN = 64 * 1024 * 1024
 """Bytes left free in /dev/shm after a segment: a buffer that would leave less goes by
 the socket instead, so the pool never fills the machine's shared memory to the brim."""
 
-_REF = struct.Struct("!Q")  # the length; the name follows (ASCII)
+KEEP_FREE = 1024 * 1024 * 1024
+"""Bytes of free segments (besides the one just written) a process keeps for reuse."""
+
+KEEP_IDLE = 60.0
+"""Seconds a free segment is kept unused before the next large send removes it."""
+
+STATE_SIZE = max(mmap.PAGESIZE, mmap.ALLOCATIONGRANULARITY)
+"""The segment's state page: the data starts at the next page, so a receiver maps the data alone."""
+
+CAPACITY_STEP = 2 * 1024 * 1024
+"""A new segment's data capacity is the buffer's size rounded up to this, so buffers of
+nearly the same size reuse one segment."""
+
+_SENT = struct.Struct("=Q")  # at offset 0 of the state page: the sender's generation
+_RELEASED_AT = 8  # and here the receiver's (the same layout)
+_REF = struct.Struct("!QQ")  # the length and the generation; the name follows (ASCII)
 _WRITE_MAX = 1 << 30  # per write() call: Linux moves at most 0x7ffff000 bytes per call
 _NAME_TAIL = re.compile(r"[A-Za-z0-9_]{8,64}")
 
@@ -74,23 +110,52 @@ def pool_of(name: str) -> str | None:
     return pool
 
 
-def encode_ref(name: str, length: int) -> bytes:
-    """The part that replaces a buffer in a message: its length and segment name (never pickle)."""
-    return _REF.pack(length) + name.encode("ascii")
+def encode_ref(name: str, length: int, generation: int) -> bytes:
+    """The part that replaces a buffer in a message: its length, the segment's generation
+    and name (never pickle)."""
+    return _REF.pack(length, generation) + name.encode("ascii")
 
 
-def decode_ref(raw: Any) -> tuple[str, int]:
+def decode_ref(raw: Any) -> tuple[str, int, int]:
+    """(name, length, generation) of a reference."""
     data = bytes(raw)
     if len(data) <= _REF.size:
         raise ValueError("a shared-memory reference without a segment name")
-    (length,) = _REF.unpack_from(data)
-    return data[_REF.size :].decode("ascii"), length
+    length, generation = _REF.unpack_from(data)
+    return data[_REF.size :].decode("ascii"), length, generation
 
 
 def room_for(size: int, free: int, margin: int = FREE_MARGIN) -> bool:
     """Whether a buffer of ``size`` bytes fits in shared memory with ``free`` bytes free,
     leaving ``margin`` (pure)."""
     return size + margin <= free
+
+
+def capacity_for(size: int) -> int:
+    """The data capacity of a new segment for a buffer of ``size`` bytes (pure)."""
+    return -(-max(size, 1) // CAPACITY_STEP) * CAPACITY_STEP
+
+
+def fits(capacity: int, size: int) -> bool:
+    """Whether a free segment of ``capacity`` takes a buffer of ``size``: large enough, and
+    at most twice what a new one would be, so a small buffer never holds a large segment
+    that the next large buffer then has to make again (pure)."""
+    return size <= capacity <= 2 * capacity_for(size)
+
+
+def to_trim(free: Iterable[tuple[int, float]], now: float, keep: int = KEEP_FREE, idle: float = KEEP_IDLE) -> list[int]:
+    """Which of the free segments ``(capacity, last used)`` to remove (their positions):
+    those idle longer than ``idle``, and, the most recently used first, those past ``keep``
+    bytes (pure)."""
+    entries = sorted(enumerate(free), key=lambda entry: entry[1][1], reverse=True)
+    kept = 0
+    gone = []
+    for position, (capacity, used) in entries:
+        if now - used > idle or kept + capacity > keep:
+            gone.append(position)
+        else:
+            kept += capacity
+    return sorted(gone)
 
 
 def shm_free_space(directory: Path = SHM_DIR) -> int:
@@ -107,18 +172,46 @@ def _nbytes(buffer: Any) -> int:
 
 
 @dataclass
+class _Segment:
+    """A segment this process wrote, mapped here whole (state page and data)."""
+
+    path: Path
+    capacity: int
+    mapping: mmap.mmap
+    sent: int = 0
+    used: float = 0.0
+
+    def free(self) -> bool:
+        (released,) = _SENT.unpack_from(self.mapping, _RELEASED_AT)
+        return bool(released == self.sent)
+
+    def close(self) -> None:
+        try:
+            self.mapping.close()
+        except BufferError:  # a copy into it is under way in another thread: the unmap waits for the process
+            pass
+        _unlink(self.path)
+
+
+@dataclass
 class SharedMemory:
-    """One process's side of a pool's shared memory: ``put`` writes a buffer into a new
-    segment and returns the reference to send in its place (None: send the buffer itself);
-    ``take`` maps a received reference. ``free_space`` and ``warn`` are seams (tests pass
-    their own); ``directory`` is /dev/shm."""
+    """One process's side of a pool's shared memory: ``put`` copies a buffer into a free
+    segment of its own (or a new one) and returns the reference to send in its place
+    (None: send the buffer itself); ``take`` maps a received reference. ``free_space``,
+    ``warn`` and ``clock`` are seams (tests pass their own); ``directory`` is /dev/shm.
+    Safe to call from several threads."""
 
     pool_id: str
     threshold: int = SHM_MIN
     directory: Path = SHM_DIR
     free_space: Callable[[], int] | None = None
     warn: Callable[[str], None] = _stderr_line
+    clock: Callable[[], float] = time.monotonic
     _warned: set[str] = field(default_factory=set)
+    _segments: list[_Segment] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pid: int = field(default_factory=os.getpid)
+    _closed: bool = False
 
     def __post_init__(self) -> None:
         if not self.pool_id or "/" in self.pool_id:
@@ -128,46 +221,94 @@ class SharedMemory:
         return size >= self.threshold
 
     def put(self, buffer: Any) -> bytes | None:
-        """The reference of a new segment holding ``buffer``, or None (with one line on
+        """The reference of a segment now holding ``buffer``, or None (with one line on
         stderr per reason, per process) when it cannot go through shared memory."""
         size = _nbytes(buffer)
+        view = memoryview(buffer).cast("B")
+        with self._lock:
+            if self._closed:
+                return None
+            if self._pid != os.getpid():  # a forked child: its parent's segments are not its own to reuse
+                self._segments, self._pid = [], os.getpid()
+            segment = next(
+                iter(sorted((s for s in self._segments if fits(s.capacity, size) and s.free()), key=_by_capacity)),
+                None,
+            )
+            if segment is not None:
+                segment.mapping[STATE_SIZE : STATE_SIZE + size] = view
+            else:
+                segment = self._create(size, view)
+                if segment is None:
+                    return None
+                self._segments.append(segment)
+            segment.sent += 1
+            segment.used = self.clock()
+            _SENT.pack_into(segment.mapping, 0, segment.sent)
+            self._trim(keep=segment)
+            return encode_ref(segment.path.name, size, segment.sent)
+
+    def _create(self, size: int, view: memoryview) -> _Segment | None:
+        capacity = capacity_for(size)
         try:
             free = self.free_space() if self.free_space is not None else shm_free_space(self.directory)
         except OSError as error:
             self._fall_back("statvfs", f"cannot read the free space of {self.directory} ({error})")
             return None
-        if not room_for(size, free):
-            self._fall_back(
-                "space",
-                f"{self.directory} has {free // 2**20} MiB free, too little for a {size // 2**20} MiB buffer "
-                f"and a {FREE_MARGIN // 2**20} MiB margin (grow it, e.g. docker --shm-size)",
-            )
-            return None
-        name = segment_name(self.pool_id, os.urandom(8).hex())  # secrets.token_hex's own way, without importing hmac
-        path = self.directory / name
+        if not room_for(capacity, free):
+            reclaimable = sum(s.capacity for s in self._segments if s.free())
+            if reclaimable and room_for(capacity, free + reclaimable):
+                self._remove(lambda s: s.free())
+            else:
+                self._fall_back(
+                    "space",
+                    f"{self.directory} has {free // 2**20} MiB free, too little for a {size // 2**20} MiB buffer "
+                    f"and a {FREE_MARGIN // 2**20} MiB margin (grow it, e.g. docker --shm-size)",
+                )
+                return None
+        path = self.directory / segment_name(self.pool_id, os.urandom(8).hex())  # token_hex without hmac
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as error:
             self._fall_back("create", f"cannot create a segment in {self.directory} ({error})")
             return None
         try:
-            view = memoryview(buffer).cast("B")
+            # write() into new tmpfs pages is the fast way to fill them (113 ms for 256 MiB,
+            # against 280 ms to fault them in through a mapping), and it releases the GIL
+            os.ftruncate(fd, STATE_SIZE + capacity)
             offset = 0
             while offset < size:
-                offset += os.write(fd, view[offset : offset + _WRITE_MAX])
+                offset += os.pwrite(fd, view[offset : offset + _WRITE_MAX], STATE_SIZE + offset)
+            mapping = mmap.mmap(fd, STATE_SIZE + capacity, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
         except OSError as error:
-            os.close(fd)
             _unlink(path)
             self._fall_back("write", f"cannot write a {size // 2**20} MiB segment in {self.directory} ({error})")
             return None
-        os.close(fd)
-        return encode_ref(name, size)
+        finally:
+            os.close(fd)
+        return _Segment(path, capacity, mapping)
+
+    def _trim(self, keep: _Segment) -> None:
+        free = [s for s in self._segments if s is not keep and s.free()]
+        gone = {id(free[i]) for i in to_trim([(s.capacity, s.used) for s in free], self.clock())}
+        if gone:
+            self._remove(lambda s: id(s) in gone)
+
+    def _remove(self, which: Callable[[_Segment], bool]) -> None:
+        kept = []
+        for segment in self._segments:
+            if which(segment):
+                segment.close()
+            else:
+                kept.append(segment)
+        self._segments = kept
 
     def take(self, raw: Any) -> memoryview:
-        """A writable view of the segment ``raw`` names (a map of it, no copy), its name
-        unlinked: the segment now lives as long as the view. Refuses a name that is not
-        this pool's, and a file that is not this user's 0600 regular file of that length."""
-        name, length = decode_ref(raw)
+        """A writable view of the data of the segment ``raw`` names (a map of it, no
+        copy). When the last view of it is gone, the segment is marked released for its
+        sender to reuse. Refuses a name that is not this pool's, a file that is not this
+        user's 0600 regular file large enough, and a generation that is not the
+        segment's."""
+        name, length, generation = decode_ref(raw)
         if pool_of(name) != self.pool_id:
             raise ValueError(f"a shared-memory reference to {name!r}, not a segment of pool {self.pool_id}")
         path = self.directory / name
@@ -178,27 +319,58 @@ class SharedMemory:
                 not stat.S_ISREG(info.st_mode)
                 or info.st_uid != os.getuid()
                 or info.st_mode & 0o077
-                or info.st_size != length
+                or info.st_size < STATE_SIZE + length
             ):
                 raise ValueError(f"shared-memory segment {name!r} is not this user's 0600 segment of {length} bytes")
+            (sent,) = _SENT.unpack(os.pread(fd, _SENT.size, 0))
+            if sent != generation:
+                raise ValueError(f"shared-memory segment {name!r} holds generation {sent}, not the {generation} sent")
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            mapping = mmap.mmap(fd, length, flags=flags)
+            mapping = mmap.mmap(fd, length, flags=flags, offset=STATE_SIZE)
         finally:
             os.close(fd)
-            _unlink(path)
+        weakref.finalize(mapping, _release, path, generation).atexit = False
         return memoryview(mapping)
 
     def discard(self, refs: Iterable[Any]) -> None:
-        """Remove segments written for a message that was not sent."""
-        for raw in refs:
-            name, _ = decode_ref(raw)
-            if pool_of(name) == self.pool_id:
-                _unlink(self.directory / name)
+        """Free the segments written for a message that was not sent."""
+        with self._lock:
+            for raw in refs:
+                name, _, generation = decode_ref(raw)
+                for segment in self._segments:
+                    if segment.path.name == name and segment.sent == generation:
+                        _SENT.pack_into(segment.mapping, _RELEASED_AT, generation)
+
+    def close(self) -> None:
+        """Unmap and remove this process's segments (its pool is closing): what a
+        receiver still maps stays readable, as a mapping outlives its name."""
+        with self._lock:
+            self._closed = True
+            self._remove(lambda s: True)
 
     def _fall_back(self, reason: str, why: str) -> None:
         if reason not in self._warned:
             self._warned.add(reason)
             self.warn(f"skyward: a large buffer goes through the socket, not shared memory: {why}")
+
+
+def _by_capacity(segment: _Segment) -> int:
+    return segment.capacity
+
+
+def _release(path: Path, generation: int) -> None:
+    """Tell a segment's sender that its receiver is done with ``generation`` (the last
+    view of the data is gone). Nothing to tell when the segment is gone already."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.pwrite(fd, _SENT.pack(generation), _RELEASED_AT)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: Path) -> None:
