@@ -335,8 +335,10 @@ def write_bytecode() -> None:
     ``PYTHONDONTWRITEBYTECODE`` says (some containers and CI images set it). The suite
     starts hundreds of interpreters (agents, workers, snippets) that import skyward,
     torch or tensorflow; with nothing cached (a fresh clone, and uv installs without
-    compiling), each compiled those sources again: the non-cloud tests of one fresh clone
-    took 14:57 with the variable set and 11:15 with caches, on the same 2-core machine."""
+    compiling), each compiled those sources again. Fresh clones on the same 2-core
+    machine, the variable set: the tests took 24:27 (non-cloud 14:57, cloud 9:01) and the
+    examples 111 s; with caches written, 18:34 (10:46 and 7:24) and 54 s. (The first run
+    shared the machine with a two-minute benchmark.)"""
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -219,3 +220,24 @@ def test_a_closed_pool_leaves_the_client_mapping_only_the_results_it_holds() -> 
     assert np.array_equal(kept, array)
     del kept
     assert _mapped_segments(pool.spec.pool_id) == []
+
+
+@sky.compute
+def large_result() -> np.ndarray:
+    return np.full(SHM_MIN // 8 + 1, sky.instance_info().node, dtype=np.float64)
+
+
+def test_a_worker_leaving_a_pool_that_goes_on_removes_its_segments() -> None:
+    nodes = sky.Nodes(desired=2, min=1, max=2)
+    with sky.ComputePool(nodes=nodes, display="quiet", autoscale_cooldown=0.2, autoscale_idle_timeout=600.0) as pool:
+        first, second = sorted(int(a[0]) for a in large_result() @ pool)  # dropped: both segments free
+        assert (first, second) == (0, 1) and len(pool_segments(pool.spec.pool_id)) == 2
+        pool.resize(1)
+        deadline = time.monotonic() + 60
+        while len(pool.nodes) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pool.nodes) == 1
+        deadline = time.monotonic() + 10  # the node's worker exits just after the node is removed
+        while len(pool_segments(pool.spec.pool_id)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pool_segments(pool.spec.pool_id)) == 1, "only the remaining worker's segment is left"

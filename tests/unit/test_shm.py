@@ -143,11 +143,16 @@ def test_a_reference_to_an_earlier_use_of_a_segment_is_refused(tmp_path: Path) -
         shm.take(stale)
 
 
-def test_a_closed_sender_removes_its_segments_and_a_receiver_s_view_still_reads(tmp_path: Path) -> None:
-    sender = SharedMemory(POOL, directory=tmp_path)
-    view = SharedMemory(POOL, directory=tmp_path).take(sender.put(b"k" * 2**20))
+def test_a_closed_sender_removes_its_free_segments_and_the_receiver_of_a_busy_one_removes_it(tmp_path: Path) -> None:
+    sender, receiver = SharedMemory(POOL, directory=tmp_path), SharedMemory(POOL, directory=tmp_path)
+    receiver.take(sender.put(b"f" * 2**20)).release()
+    view = receiver.take(sender.put(b"k" * 4 * 2**20))
+    assert len(pool_segments(POOL, tmp_path)) == 2
     sender.close()
-    assert pool_segments(POOL, tmp_path) == [] and bytes(view) == b"k" * 2**20
+    assert len(pool_segments(POOL, tmp_path)) == 1, "the free one is gone, the one still read stays"
+    assert bytes(view[:4]) == b"kkkk"
+    view.release()
+    assert pool_segments(POOL, tmp_path) == [], "its receiver removed it as it released it"
     assert sender.put(b"k" * 2**20) is None  # a closed pool's buffers take the socket
 
 
@@ -228,6 +233,7 @@ def test_any_message_reads_back_through_shared_memory(sizes: list[int]) -> None:
     physical = wire.pack_message([b"H", *parts], shm)
     header, got = wire.open_message(physical, shm)
     assert header == b"H" and [bytes(p) for p in got] == parts
+    del got  # the receiver is done: the closing sender can remove every segment
     shm.close()
     assert pool_segments(shm.pool_id, directory) == []
 

@@ -280,6 +280,8 @@ class Worker:
     def serve(self) -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
+            if self.shm is not None:
+                signal.signal(signal.SIGTERM, self._on_sigterm)
         if self.plugins != []:
             # Only here, and only when some plugin implements the hook: the registry imports
             # pluggy and importlib.metadata, 27 ms of a Local node's start on this 2-core
@@ -481,6 +483,16 @@ class Worker:
             self.cancel_id = None
             raise KeyboardInterrupt(f"task {self.running_id} cancelled: its caller was interrupted")
 
+    def _on_sigterm(self, signum: int, frame: types.FrameType | None) -> None:
+        """SIGTERM in the worker of a Local pool (whose provider stops a node by signalling
+        its process group): remove this worker's shared-memory segments on the way out,
+        so a pool that goes on (scaled down) keeps none of a node it no longer has, then
+        end by the signal, as without this handler."""
+        if self.shm is not None:
+            self.shm.close(blocking=False)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     def _run_pending(self) -> None:
         """Run the local queue in order. Between tasks, new messages are read when the
         socket was last read ``_RECALL_CHECK_SECONDS`` ago or more (a RECALL must reach
@@ -635,6 +647,8 @@ class Worker:
         if self.auth is not None:
             self.auth.stop()
         self.context.destroy(linger=500)
+        if self.shm is not None:
+            self.shm.close()  # a worker leaving a pool that goes on (scaled down, restarted) frees its segments
 
 
 def main() -> None:

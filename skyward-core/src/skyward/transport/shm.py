@@ -28,7 +28,9 @@ never data.
 
 Lifetime: the sender owns its segments. It keeps the free ones it may reuse (at most
 ``KEEP_FREE`` bytes besides the one just written, none idle for more than ``KEEP_IDLE``
-seconds: checked at each large send) and removes the rest. Every segment of a pool goes
+seconds: checked at each large send) and removes the rest. A worker that leaves a pool
+that goes on (scaled down, restarted) removes its segments as it exits, but for those
+still read: their receivers remove them as they release them. Every segment of a pool goes
 when the pool closes (``remove_pool_segments``, in the Local provider's teardown; the
 client unmaps its own, ``SharedMemory.close``), or, when the client was killed, when the
 next Local pool's start sweeps the run directories of dead clients and removes their
@@ -81,7 +83,8 @@ CAPACITY_STEP = 2 * 1024 * 1024
 nearly the same size reuse one segment."""
 
 _SENT = struct.Struct("=Q")  # at offset 0 of the state page: the sender's generation
-_RELEASED_AT = 8  # and here the receiver's (the same layout)
+_RELEASED_AT = 8  # the receiver's generation (the same layout)
+_ORPHANED_AT = 16  # 1 once the sender closed: the receiver removes the segment when it releases it
 _REF = struct.Struct("!QQ")  # the length and the generation; the name follows (ASCII)
 _WRITE_MAX = 1 << 30  # per write() call: Linux moves at most 0x7ffff000 bytes per call
 _NAME_TAIL = re.compile(r"[A-Za-z0-9_]{8,64}")
@@ -186,11 +189,17 @@ class _Segment:
         return bool(released == self.sent)
 
     def close(self) -> None:
+        """Unmap and remove the segment, or, while a receiver may still read it, leave
+        the removal to that receiver (marked orphaned, then looked at again: whichever
+        of the two sees the other's mark last removes it)."""
+        if not self.free():
+            _SENT.pack_into(self.mapping, _ORPHANED_AT, 1)
+        if self.free():
+            _unlink(self.path)
         try:
             self.mapping.close()
         except BufferError:  # a copy into it is under way in another thread: the unmap waits for the process
             pass
-        _unlink(self.path)
 
 
 @dataclass
@@ -297,7 +306,7 @@ class SharedMemory:
         kept = []
         for segment in self._segments:
             if which(segment):
-                segment.close()
+                segment.close()  # a free one: removed at once
             else:
                 kept.append(segment)
         self._segments = kept
@@ -341,12 +350,20 @@ class SharedMemory:
                     if segment.path.name == name and segment.sent == generation:
                         _SENT.pack_into(segment.mapping, _RELEASED_AT, generation)
 
-    def close(self) -> None:
-        """Unmap and remove this process's segments (its pool is closing): what a
-        receiver still maps stays readable, as a mapping outlives its name."""
-        with self._lock:
+    def close(self, blocking: bool = True) -> None:
+        """Unmap and remove this process's segments (its pool is closing, or this worker
+        is leaving it). One whose message a receiver has not released yet stays until it
+        does (the receiver removes it then) or the pool closes; what a receiver maps
+        stays readable, as a mapping outlives its name. ``blocking=False`` (a signal
+        handler, which may have interrupted a ``put`` of this thread) does nothing when
+        the segments are in use."""
+        if not self._lock.acquire(blocking):
+            return
+        try:
             self._closed = True
             self._remove(lambda s: True)
+        finally:
+            self._lock.release()
 
     def _fall_back(self, reason: str, why: str) -> None:
         if reason not in self._warned:
@@ -360,14 +377,18 @@ def _by_capacity(segment: _Segment) -> int:
 
 def _release(path: Path, generation: int) -> None:
     """Tell a segment's sender that its receiver is done with ``generation`` (the last
-    view of the data is gone). Nothing to tell when the segment is gone already."""
+    view of the data is gone), and remove the segment if its sender has closed.
+    Nothing to tell when the segment is gone already."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return
     try:
         os.pwrite(fd, _SENT.pack(generation), _RELEASED_AT)
-    except OSError:
+        (orphaned,) = _SENT.unpack(os.pread(fd, _SENT.size, _ORPHANED_AT))
+        if orphaned:
+            _unlink(path)
+    except (OSError, struct.error):
         pass
     finally:
         os.close(fd)
