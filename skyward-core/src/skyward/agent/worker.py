@@ -276,12 +276,11 @@ class Worker:
         self.stream_out = _StreamOutput()
         self.last_read = 0.0  # ``clock()`` when ``_receive`` last read the task socket
         self.watch = SocketWatch(self.context, self.tasks, self._receive, self._flush_stream, watch_after)
+        self.frees_on_sigterm = False  # see _free_segments_on_sigterm
 
     def serve(self) -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
-            if self.shm is not None:
-                signal.signal(signal.SIGTERM, self._on_sigterm)
         if self.plugins != []:
             # Only here, and only when some plugin implements the hook: the registry imports
             # pluggy and importlib.metadata, 27 ms of a Local node's start on this 2-core
@@ -483,6 +482,16 @@ class Worker:
             self.cancel_id = None
             raise KeyboardInterrupt(f"task {self.running_id} cancelled: its caller was interrupted")
 
+    def _free_segments_on_sigterm(self) -> None:
+        """From this worker's first shared-memory segment on, SIGTERM removes its segments
+        before it ends (``_on_sigterm``). Only then: a Python handler runs between
+        bytecodes, so a worker inside one long C call (a large matrix product) would end
+        only when that call returns or its agent kills it, where the default action ends
+        it at once, and a worker without segments has nothing to remove."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+            self.frees_on_sigterm = True
+
     def _on_sigterm(self, signum: int, frame: types.FrameType | None) -> None:
         """SIGTERM in the worker of a Local pool (whose provider stops a node by signalling
         its process group): remove this worker's shared-memory segments on the way out,
@@ -635,6 +644,8 @@ class Worker:
 
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
         message = wire.pack_message([wire.pack_results(done), *out], self.shm if self.shm_send else None, self.bulk)
+        if self.shm is not None and not self.frees_on_sigterm and self.shm.holds_segments:
+            self._free_segments_on_sigterm()
         try:
             chunked.send_message(self.tasks, message, prefix=(client,))
         except zmq.ZMQError:

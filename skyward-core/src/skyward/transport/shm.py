@@ -229,6 +229,11 @@ class SharedMemory:
     def wants(self, size: int) -> bool:
         return size >= self.threshold
 
+    @property
+    def holds_segments(self) -> bool:
+        """Whether this process has segments of its own now."""
+        return bool(self._segments)
+
     def put(self, buffer: Any) -> bytes | None:
         """The reference of a segment now holding ``buffer``, or None (with one line on
         stderr per reason, per process) when it cannot go through shared memory."""
