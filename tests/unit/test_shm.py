@@ -280,3 +280,14 @@ def test_a_segment_gone_before_it_is_read_fails_its_task_not_the_reader(tmp_path
     assert header == b"R"
     with pytest.raises(SharedMemoryError, match="could not be read"):
         serialize.loads(parts)
+
+
+def test_a_free_segment_idle_past_its_time_is_removed_at_the_next_send(tmp_path: Path) -> None:
+    now = [0.0]
+    sender = SharedMemory(POOL, directory=tmp_path, clock=lambda: now[0])
+    receiver = SharedMemory(POOL, directory=tmp_path)
+    receiver.take(sender.put(b"a" * 2**20)).release()
+    now[0] = KEEP_IDLE + 1
+    view = receiver.take(sender.put(b"b" * 8 * 2**20))  # too large for the idle one: a new segment
+    assert len(pool_segments(POOL, tmp_path)) == 1, "the idle free segment was removed"
+    view.release()
