@@ -244,10 +244,8 @@ class SharedMemory:
                 return None
             if self._pid != os.getpid():  # a forked child: its parent's segments are not its own to reuse
                 self._segments, self._pid = [], os.getpid()
-            segment = next(
-                iter(sorted((s for s in self._segments if fits(s.capacity, size) and s.free()), key=_by_capacity)),
-                None,
-            )
+            usable = (s for s in self._segments if fits(s.capacity, size) and s.free())
+            segment = min(usable, key=_by_capacity, default=None)  # the smallest that fits
             if segment is not None:
                 segment.mapping[STATE_SIZE : STATE_SIZE + size] = view
             else:
