@@ -46,8 +46,8 @@ def test_security_group_opens_agent_ports_to_the_client_only(aws: AwsWorld) -> N
         rules = group["IpPermissions"]
         assert len(rules) == 2
         client = next(r for r in rules if r["IpProtocol"] == "tcp")
-        # the agent's port and one per worker (concurrency=2) after it
-        assert (client["FromPort"], client["ToPort"]) == (16789, 16791)
+        # the agent's port, one per worker (concurrency=2) after it, then each worker's data port
+        assert (client["FromPort"], client["ToPort"]) == (16789, 16793)
         assert [r["CidrIp"] for r in client["IpRanges"]] == [CLIENT_CIDR]
         assert client.get("UserIdGroupPairs", []) == [] and client.get("Ipv6Ranges", []) == []
         nodes = next(r for r in rules if r["IpProtocol"] == "-1")

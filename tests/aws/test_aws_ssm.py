@@ -59,9 +59,9 @@ class FakeSSM:
 
 @pytest.fixture
 def node_ports() -> Iterator[int]:
-    """A "node": the agent's port and two workers', each answering with its own port."""
-    base = free_local_range(3)
-    servers = [socket.create_server(("127.0.0.1", base + i)) for i in range(3)]
+    """A "node": the agent's port, two workers' and their two data ports, each answering with its own port."""
+    base = free_local_range(5)
+    servers = [socket.create_server(("127.0.0.1", base + i)) for i in range(5)]
 
     def serve(server: socket.socket) -> None:
         while True:
@@ -98,10 +98,11 @@ def test_tunnels_map_agent_and_worker_ports_to_consecutive_local_ports(tmp_path:
         address = tunnels.resolve({"InstanceId": "i-1", "PrivateIpAddress": "172.31.0.9"})
         local = int(address.endpoint.rsplit(":", 1)[1])
         assert address.endpoint.startswith("tcp://127.0.0.1:") and address.private_ip == "172.31.0.9"
-        assert [_read(local + i) for i in range(3)] == [node_ports, node_ports + 1, node_ports + 2]
-        assert [r["DocumentName"] for r in ssm.started] == ["AWS-StartPortForwardingSession"] * 3
+        # the agent's, each worker's, then each worker's data port (skyward.agent.config.node_ports)
+        assert [_read(local + i) for i in range(5)] == [node_ports + i for i in range(5)]
+        assert [r["DocumentName"] for r in ssm.started] == ["AWS-StartPortForwardingSession"] * 5
         assert [r["Parameters"] for r in ssm.started] == [
-            {"portNumber": [str(node_ports + i)], "localPortNumber": [str(local + i)]} for i in range(3)
+            {"portNumber": [str(node_ports + i)], "localPortNumber": [str(local + i)]} for i in range(5)
         ]
         processes = list(tunnels._processes)
     finally:

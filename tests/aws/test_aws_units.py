@@ -155,7 +155,7 @@ def test_ingress_is_the_client_and_the_pool_only(address: ipaddress.IPv4Address,
     assert len(rules) == 2
     self_rule, client = rules
     assert self_rule["UserIdGroupPairs"][0]["GroupId"] == "sg-1" and "IpRanges" not in self_rule
-    assert (client["FromPort"], client["ToPort"]) == (16789, 16789 + workers)
+    assert (client["FromPort"], client["ToPort"]) == (16789, 16789 + 2 * workers)  # agent, workers, data ports
     assert [r["CidrIp"] for r in client["IpRanges"]] == [cidr] != ["0.0.0.0/0"]
 
 

@@ -50,10 +50,10 @@ def test_a_pool_of_two_droplets_and_nothing_left_after(fake_do: FakeDigitalOcean
         (firewall,) = fake_do.firewalls.values()
         tag = next(t for t in droplets[0].tags if t != COMMON_TAG)
         assert firewall["tags"] == [tag]
-        ports = f"{do_config.agent_port}-{do_config.agent_port + spec.workers_per_node}"  # agent, then workers
+        ports = f"{do_config.agent_port}-{do_config.agent_port + 2 * spec.workers_per_node}"  # agent, workers, data
         agent_rules = [r for r in firewall["inbound_rules"] if r["ports"] == ports]
         assert not any(r["ports"] == "0" and r["sources"].get("addresses") for r in firewall["inbound_rules"])
-        assert agent_rules == [{"protocol": "tcp", "ports": "16789-16790", "sources": {"addresses": ["127.0.0.1/32"]}}]
+        assert agent_rules == [{"protocol": "tcp", "ports": "16789-16791", "sources": {"addresses": ["127.0.0.1/32"]}}]
         assert all(r["sources"] == {"tags": [tag]} for r in firewall["inbound_rules"] if r not in agent_rules)
         kinds = [type(e) for e in events]
         assert kinds.count(InstanceProvisioned) == 2 and kinds.count(BootstrapStarting) == 2

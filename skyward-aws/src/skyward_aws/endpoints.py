@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from skyward.errors import ConfigurationError, ProvisioningError
-from skyward.providers import DEFAULT_AGENT_PORT
+from skyward.providers import DEFAULT_AGENT_PORT, node_ports
 
 SESSION_MANAGER_PLUGIN = "session-manager-plugin"
 PLUGIN_DOCS = (
@@ -111,8 +111,9 @@ def free_local_range(count: int, attempts: int = 200) -> int:
 
 @dataclass
 class SsmTunnels:
-    """SSM port-forwarding sessions per node: the agent's port and each worker's (the
-    client talks to workers directly), mapped to consecutive local ports.
+    """SSM port-forwarding sessions per node: every port of ``node_ports`` (the agent's,
+    each worker's, each worker's data port: the client talks to workers directly),
+    mapped to consecutive local ports.
 
     The security group then opens nothing to the outside; the tunnels carry the same
     CURVE-encrypted traffic a direct connection would. The client finds each worker at
@@ -132,8 +133,9 @@ class SsmTunnels:
     def resolve(self, instance: Mapping[str, Any]) -> NodeAddress:
         plugin = self.plugin or require_session_manager_plugin()
         target = str(instance["InstanceId"])
-        local = free_local_range(self.workers + 1)
-        for offset in range(self.workers + 1):
+        first, last = node_ports(self.port, self.workers)
+        local = free_local_range(last - first + 1)
+        for offset in range(last - first + 1):
             self._forward(plugin, target, self.port + offset, local + offset)
         return NodeAddress(
             endpoint=f"tcp://127.0.0.1:{local}",

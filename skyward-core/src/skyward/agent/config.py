@@ -41,9 +41,10 @@ def narrow_wildcard(bind: str, machine_host: str) -> str:
 
 def node_ports(base: int, workers_per_node: int) -> tuple[int, int]:
     """The inclusive range of tcp ports a node listens on: its agent's at ``base``, then one
-    per worker right after it (the client talks to each worker directly). Firewalls open
-    exactly this range to the client's address."""
-    return base, base + workers_per_node
+    per worker right after it (the client talks to each worker directly), then each
+    worker's data port (large buffers, sealed: ``skyward.transport.data_channel``).
+    Firewalls open exactly this range to the client's address."""
+    return base, base + 2 * workers_per_node
 
 
 STEP_MARKER = "::skyward-step"

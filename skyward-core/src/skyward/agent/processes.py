@@ -189,6 +189,7 @@ class WorkerProcess:
     outputs: dict[int, tuple[str, OutputBuffer]] = field(default_factory=dict)
     ready: bool = False
     endpoint: str | None = None
+    data_endpoint: str | None = None  # its data port (skyward.transport.data_channel): tcp only
 
     @staticmethod
     def spawn(index: int, config: dict[str, object], env: dict[str, str]) -> WorkerProcess:

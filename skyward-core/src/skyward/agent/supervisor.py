@@ -116,6 +116,15 @@ class Supervisor:
         # A fixed agent port means fixed worker ports after it (what a firewall opens).
         return f"{host}:{0 if int(port) == 0 else int(port) + 1 + index}"
 
+    def _worker_data_bind(self, index: int) -> str | None:
+        """A tcp worker's data port (skyward.transport.data_channel): after every worker's
+        own port (``node_ports``); None on ipc, where nothing is encrypted."""
+        bind = self.config.effective_bind()
+        if bind.startswith("ipc://"):
+            return None
+        host, port = bind.rsplit(":", 1)
+        return f"{host}:{0 if int(port) == 0 else int(port) + 1 + self.config.workers + index}"
+
     def _worker_config(self, index: int) -> dict[str, object]:
         c = self.config
         curve = None
@@ -124,6 +133,7 @@ class Supervisor:
         return {
             "control": self.backend_endpoint,
             "bind": self._worker_bind(index),
+            "data_bind": self._worker_data_bind(index),
             "plugins": c.worker_plugins,
             "census": c.plugin_census,
             "curve": curve,
@@ -170,7 +180,7 @@ class Supervisor:
             assert c.server_secret and c.client_public
             self.auth = security.start_server_auth(self.context, c.client_public.encode())
             security.configure_server(self.frontend, c.server_secret.encode())
-        endpoint = listen(self.frontend, c.effective_bind(), self._who, ports=c.workers + 1)
+        endpoint = listen(self.frontend, c.effective_bind(), self._who, ports=2 * c.workers + 1)
         self.bound_endpoint = endpoint
         if endpoint.startswith("ipc://"):
             os.chmod(endpoint.removeprefix("ipc://"), 0o600)
@@ -281,6 +291,7 @@ class Supervisor:
             "instance_id": self.config.instance_id,
             "workers": self.config.workers,
             "endpoints": [self.workers[i].endpoint for i in range(self.config.workers)],
+            "data_endpoints": [self.workers[i].data_endpoint for i in range(self.config.workers)],
             "agent_endpoint": self.bound_endpoint,
             "python": platform.python_version(),
             "cloudpickle": cloudpickle.__version__,
@@ -301,11 +312,20 @@ class Supervisor:
             if worker is None or frames[1] != wire.READY:
                 continue
             restarted = worker.endpoint is not None
-            worker.endpoint = wire.decode_json(frames[2])["endpoint"]
+            ready = wire.decode_json(frames[2])
+            worker.endpoint = ready["endpoint"]
+            worker.data_endpoint = ready.get("data_endpoint")
             worker.ready = True
             self._send_cluster(worker)
             if restarted:
-                self._notice({"kind": "worker-ready", "worker": worker.index, "endpoint": worker.endpoint})
+                self._notice(
+                    {
+                        "kind": "worker-ready",
+                        "worker": worker.index,
+                        "endpoint": worker.endpoint,
+                        "data_endpoint": worker.data_endpoint,
+                    }
+                )
 
     def _on_output(self, fd: int) -> bool:
         for worker in list(self.workers.values()):

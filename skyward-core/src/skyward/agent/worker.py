@@ -23,7 +23,7 @@ import traceback
 import types
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -34,6 +34,9 @@ from skyward.runtime.context import InstanceInfo, set_instance_info
 from skyward.transport import chunked, inputs, security, serialize, wire
 from skyward.transport.bulk import BulkFrames
 from skyward.transport.shm import SharedMemory
+
+if TYPE_CHECKING:
+    from skyward.transport.data_channel import DataChannel
 
 FN_CACHE_SIZE = 64
 _RESULT_FLUSH_SECONDS = 0.002  # quick results of a chunk travel together, slow ones at once
@@ -237,13 +240,16 @@ class Worker:
         curve = config.get("curve")
         # results over tcp (CURVE) cut large buffers into chunks (skyward.transport.bulk)
         self.bulk = BulkFrames() if curve is not None else None
-        self.reassembly = chunked.Reassembly()  # per client socket: messages whose chunks are arriving
         if curve is not None:
             self.auth = security.start_server_auth(self.context, curve["client_public"].encode())
             security.configure_server(self.tasks, curve["server_secret"].encode())
         who = f"skyward worker {self.info.worker} (node {self.info.node})"
+        self.data: DataChannel | None = None  # large buffers, sealed, on a port of their own (tcp)
+        self.data_endpoint: str | None = None
         try:
             self.endpoint = listen(self.tasks, config["bind"], who)
+            if curve is not None and config.get("data_bind"):
+                self.data, self.data_endpoint = self._open_data(str(config["data_bind"]), who)
         except SystemExit:
             # without this the process never exits: the authenticator's socket would hold
             # the context's termination at interpreter exit
@@ -251,6 +257,7 @@ class Worker:
                 self.auth.stop()
             self.context.destroy(linger=0)
             raise
+        self.reassembly = chunked.Reassembly(self.data)  # per client socket: messages whose chunks are arriving
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()
@@ -288,7 +295,8 @@ class Worker:
             from skyward.plugins.registry import worker_startup_manager  # noqa: PLC0415
 
             worker_startup_manager(self.plugins, self.census).hook.skyward_worker_startup(info=self.info)
-        self.control.send_multipart([wire.READY, wire.encode_json({"pid": os.getpid(), "endpoint": self.endpoint})])
+        started = {"pid": os.getpid(), "endpoint": self.endpoint, "data_endpoint": self.data_endpoint}
+        self.control.send_multipart([wire.READY, wire.encode_json(started)])
         poller = zmq.Poller()
         poller.register(self.tasks, zmq.POLLIN)
         poller.register(self.control, zmq.POLLIN)
@@ -642,12 +650,30 @@ class Worker:
             self._send(out.client, out.done, out.frames)
             out.done, out.frames = [], []
 
+    def _open_data(self, bind: str, who: str) -> tuple[DataChannel, str]:
+        """This worker's data port: a plain ROUTER whose chunks are sealed one by one
+        (skyward.transport.sealed), owned by its DataChannel's thread."""
+        from skyward.transport.data_channel import DataChannel  # noqa: PLC0415 (cryptography: tcp workers only)
+
+        router = self.context.socket(zmq.ROUTER)
+        for option, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
+            router.setsockopt(option, value)
+        endpoint = listen(router, bind, who + " data port")
+        return DataChannel(self.context, router), endpoint
+
+    def _sealed_path(self, client: bytes) -> chunked.SealedPath | None:
+        """Where ``client``'s large results go sealed, once its data connection works."""
+        route = self.reassembly.route(client)
+        if self.data is None or route is None or not self.data.has_route(route):
+            return None
+        return chunked.SealedPath(self.data, route)
+
     def _send(self, client: bytes, done: list[tuple[int, wire.Status, int, float]], out: list[serialize.Frame]) -> None:
         message = wire.pack_message([wire.pack_results(done), *out], self.shm if self.shm_send else None, self.bulk)
         if self.shm is not None and not self.frees_on_sigterm and self.shm.holds_segments:
             self._free_segments_on_sigterm()
         try:
-            chunked.send_message(self.tasks, message, prefix=(client,))
+            chunked.send_message(self.tasks, message, prefix=(client,), sealed=self._sealed_path(client))
         except zmq.ZMQError:
             if self.shm is not None:
                 self.shm.discard(wire.shm_refs(message))  # nobody will read them
@@ -655,6 +681,8 @@ class Worker:
 
     def close(self) -> None:
         self.watch.close()
+        if self.data is not None:
+            self.data.close()
         if self.auth is not None:
             self.auth.stop()
         self.context.destroy(linger=500)

@@ -12,7 +12,8 @@ The driver and the pool
     :class:`BootstrapStarting`, :class:`BootstrapProgress`).
 Settings
     :class:`ProviderSettings` (the base of every config: grace period, bootstrap timeout,
-    client address), ``NODE_TTL_MARGIN``, ``DEFAULT_AGENT_PORT``, :func:`settings_of`.
+    client address), ``NODE_TTL_MARGIN``, ``DEFAULT_AGENT_PORT``, :func:`node_ports` (the
+    tcp ports a node listens on, which a firewall opens), :func:`settings_of`.
 Optional abilities, each a runtime-checkable Protocol
     :class:`SpotMarket`, :class:`SpotReplacement`, :class:`InterruptionNotices`,
     :class:`ReclaimWatch`, :class:`ElasticNodes` (elastic pools, replacing lost nodes),
@@ -50,7 +51,7 @@ Choosing a machine
 from skyward.accelerators.catalog import Catalog, CatalogEntry, current_catalog
 from skyward.accelerators.parse import parse_accelerator
 from skyward.accelerators.spec import Accelerator
-from skyward.agent.config import DEFAULT_AGENT_PORT
+from skyward.agent.config import DEFAULT_AGENT_PORT, node_ports
 from skyward.agent.notices import NoticeKind, notices_dir
 from skyward.events import BootstrapProgress, BootstrapStarting, InstanceLaunching, InstanceProvisioned, Notice
 from skyward.instances import InstanceType, NoMatchingInstanceError, select_instance
@@ -150,6 +151,6 @@ __all__ = [
     "format_memory",
     "hookimpl", "local_bootstrap_context", "min_spot_nodes", "normalize_spot", "notices_dir", "offers_from",
     "parse_accelerator", "parse_memory", "parse_number", "parse_time", "plan_markets", "reported_as",
-    "select_instance", "settings_of", "sweep_advice", "sweep_installed", "wants_spot",
+    "node_ports", "select_instance", "settings_of", "sweep_advice", "sweep_installed", "wants_spot",
     "NETWORK_FIX", "ShippedOffers", "Unreachable", "for_one_check", "unreachable",
 ]  # fmt: skip

@@ -73,11 +73,12 @@ class UserDataFactory(Protocol):
       ports after it, :func:`skyward.agent.config.node_ports`).
     * ``tcp://ADDRESS:PORT``: one address of the node, where nodes share a host (host
       processes, containers on the host's network): each node needs its own address or
-      its own ports. A node listens on PORT and on the next ``workers_per_node`` ports
-      (one per worker), so on one address nodes' PORTs lie ``workers_per_node + 1``
-      apart. PORT 0 picks free ports (the agent reports its endpoint on its stdout, in
-      the line starting ``::skyward-ready``, which only a provider that reads the node's
-      stdout can see: Local).
+      its own ports. A node listens on PORT and on the next ``2 * workers_per_node`` ports
+      (one per worker, then each worker's data port), so on one address nodes' PORTs lie
+      ``2 * workers_per_node + 1`` apart (:func:`skyward.agent.config.node_ports`). PORT 0
+      picks free ports (the agent reports its endpoint on its stdout, in the line starting
+      ``::skyward-ready``, which only a provider that reads the node's stdout can see:
+      Local).
     * ``ipc:///path``: a unix socket, for nodes on the client's own machine (Local).
 
     An agent that cannot bind ``bind`` (taken by another node's agent, not an address of

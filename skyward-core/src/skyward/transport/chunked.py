@@ -27,25 +27,49 @@ behind but that message.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from skyward.transport import wire
 from skyward.transport.bulk import fresh_buffer
 
-__all__ = ["Reassembly", "send_message"]
+if TYPE_CHECKING:  # both import cryptography (25 ms): only processes with a data connection need it
+    from skyward.transport.data_channel import DataChannel
+    from skyward.transport.sealed import Inbound, TransferKey
+
+__all__ = ["Reassembly", "SealedPath", "send_message"]
+
+
+@dataclass(frozen=True, slots=True)
+class SealedPath:
+    """Where a message's chunked parts go instead of the CURVE socket: sealed
+    (``skyward.transport.sealed``) on ``channel``'s data connection to ``address`` (the
+    worker's data endpoint, from the client; the client's routing id, from a worker)."""
+
+    channel: DataChannel
+    address: bytes
+
 
 _CHUNK_BYTE = wire.CHUNK[0]
+_ROUTE_BYTE = wire.SEALED_ROUTE[0]
+_SEALED_BYTES = (wire.SEALED_KEY[0], _ROUTE_BYTE)
 
 
 def _view(frame: Any) -> memoryview:
     return memoryview(frame.buffer if hasattr(frame, "buffer") else frame).cast("B")
 
 
-def send_message(sock: Any, message: Sequence[Any], prefix: Sequence[bytes] = ()) -> None:
+def send_message(
+    sock: Any, message: Sequence[Any], prefix: Sequence[bytes] = (), sealed: SealedPath | None = None
+) -> None:
     """Send a message of ``wire.pack_message``: its first frame and the frames of parts
     of their own as one message, then each chunk as ``[*prefix, CHUNK, chunk]``
-    (``prefix``: a ROUTER's peer identity). A message without chunks goes as it is."""
+    (``prefix``: a ROUTER's peer identity). A message without chunks goes as it is.
+
+    With ``sealed``, each chunked part's key goes first (``[*prefix, SEALED_KEY, key]``),
+    then its chunks, sealed, on the data connection, then the message's own frames."""
     layout = wire.frame_layout(_view(message[0])) if message else None
     if layout is None or all(chunks == 1 and total == 0 for total, chunks in layout):
         wire.send_frames(sock, [*prefix, *message])
@@ -59,9 +83,31 @@ def send_message(sock: Any, message: Sequence[Any], prefix: Sequence[bytes] = ()
         else:
             chunks.extend(message[position : position + count])
         position += count
+    if sealed is not None:
+        _send_sealed(sock, message, layout, prefix, sealed)
+        wire.send_frames(sock, [*prefix, *own])
+        return
     wire.send_frames(sock, [*prefix, *own])
     for chunk in chunks:
         wire.send_frames(sock, [*prefix, wire.CHUNK, chunk])
+
+
+def _send_sealed(
+    sock: Any, message: Sequence[Any], layout: list[tuple[int, int]], prefix: Sequence[bytes], sealed: SealedPath
+) -> None:
+    from skyward.transport.sealed import new_transfer  # noqa: PLC0415 (see the imports)
+
+    parts: list[tuple[TransferKey, list[memoryview]]] = []
+    position = 1
+    for total, count in layout:
+        if not (total == 0 and count == 1):
+            pieces = [_view(frame) for frame in message[position : position + count]]
+            parts.append((new_transfer(total, pieces[0].nbytes), pieces))
+        position += count
+    for key, _ in parts:
+        sock.send_multipart([*prefix, wire.SEALED_KEY, key.pack()])
+    for key, pieces in parts:
+        sealed.channel.send(sealed.address, key, pieces)
 
 
 class _Partial:
@@ -111,11 +157,21 @@ class Reassembly:
     received; it returns a whole message for ``wire.open_message``, or None while chunks
     are still to come (or for a chunk that has no message to join)."""
 
-    def __init__(self) -> None:
+    def __init__(self, channel: DataChannel | None = None) -> None:
         self._partial: dict[Hashable, _Partial] = {}
+        self._channel = channel  # where sealed parts arrive (skyward.transport.data_channel)
+        self._sealed: dict[Hashable, deque[Inbound]] = {}  # per sender: announced transfers, in order
+        self._routes: dict[Hashable, bytes] = {}  # per sender: its data connection's routing id
+
+    def route(self, sender: Hashable) -> bytes | None:
+        """The routing id of ``sender``'s data connection, as it announced (SEALED_ROUTE)."""
+        return self._routes.get(sender)
 
     def feed(self, frames: Sequence[Any], sender: Hashable = None) -> list[Any] | None:
         first = _view(frames[0])
+        if len(frames) == 2 and first.nbytes == 1 and first[0] in _SEALED_BYTES:
+            self._on_sealed(first[0], _view(frames[1]), sender)
+            return None
         if len(frames) == 2 and first.nbytes == 1 and first[0] == _CHUNK_BYTE:
             partial = self._partial.get(sender)
             if partial is None:
@@ -138,12 +194,45 @@ class Reassembly:
             return list(frames)  # its chunks are frames of it (wire.send_frames): open_message joins them
         if len(frames) != 1 + own:
             raise ValueError("a message whose own frames do not match its table")
-        self._partial[sender] = _Partial(list(frames), layout)
+        partial = _Partial(list(frames), layout)
+        if self._sealed.get(sender):
+            return self._open_sealed(partial, sender)
+        self._partial[sender] = partial
         return None
+
+    def _on_sealed(self, kind: int, body: memoryview, sender: Hashable) -> None:
+        if kind == _ROUTE_BYTE:
+            self._routes[sender] = bytes(body)
+        elif self._channel is None:
+            raise ValueError("a sealed part announced to a process without a data connection")
+        else:
+            from skyward.transport.sealed import TransferKey  # noqa: PLC0415 (see the imports)
+
+            self._sealed.setdefault(sender, deque()).append(self._channel.expect(TransferKey.unpack(body)))
+
+    def _open_sealed(self, partial: _Partial, sender: Hashable) -> list[Any]:
+        """The message whose parts were sealed: each part's transfer, in order, once whole.
+        Raises ValueError (a part missing or of another length) or TimeoutError (stalled)."""
+        assert self._channel is not None
+        announced = self._sealed[sender]
+        for index in partial.parts:
+            total = partial.layout[index][0]
+            if not announced:
+                raise ValueError("a message with more chunked parts than sealed transfers announced")
+            inbound = announced.popleft()
+            if inbound.key.length != total:
+                self._channel.forget(inbound)
+                raise ValueError(f"a sealed transfer of {inbound.key.length} bytes for a part of {total}")
+            partial.buffers.append(self._channel.wait(inbound))
+        return partial.message()
 
     def drop(self, sender: Hashable) -> None:
         """Forget ``sender``'s unfinished message (its socket is closed)."""
         self._partial.pop(sender, None)
+        self._routes.pop(sender, None)
+        for inbound in self._sealed.pop(sender, ()):
+            if self._channel is not None:
+                self._channel.forget(inbound)
 
     def pending(self) -> int:
         return len(self._partial)

@@ -336,6 +336,7 @@ class PoolClient:
             else:  # a client detaching from a kept pool: its recalls go out, the agents stay
                 sent.wait(wait_for_logs)
         loop.stop()
+        links.close_data()
         links.context.destroy(linger=0 if stop_agents else 200)  # a detaching client's recalls still go out
         if links.shm is not None:
             links.shm.close()  # this process's segments: unmapped, so their memory goes with the pool

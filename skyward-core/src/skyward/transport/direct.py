@@ -52,7 +52,7 @@ class DirectPath:
         """This thread's results whose chunks are arriving, per socket."""
         found: chunked.Reassembly | None = self._local.__dict__.get("reassembly")
         if found is None:
-            found = self._local.reassembly = chunked.Reassembly()
+            found = self._local.reassembly = chunked.Reassembly(self._links.data)
         return found
 
     def _socket(self, worker: WorkerLink) -> zmq.Socket[bytes]:
@@ -110,6 +110,7 @@ class DirectPath:
                     self._links.shm,
                     self._links.bulk(worker.endpoint),
                 ),
+                sealed=self._links.sealed_path(worker, sock),
             )
             while True:
                 if sock.poll(_POLL_MS):
@@ -190,6 +191,7 @@ class DirectPath:
                     self._links.shm,
                     self._links.bulk(worker.endpoint),
                 ),
+                sealed=self._links.sealed_path(worker, sock),
             )
             pending[task_id] = position
             poller.register(sock, zmq.POLLIN)

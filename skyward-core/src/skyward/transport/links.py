@@ -12,19 +12,25 @@ on every tcp connection (a plain tcp connection is refused outright).
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
-from typing import TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import zmq
 
 from skyward.errors import ProvisioningError
-from skyward.transport import security
+from skyward.transport import security, wire
 from skyward.transport.bulk import BulkFrames
+from skyward.transport.chunked import SealedPath
 from skyward.transport.dispatcher import WorkerKey
 from skyward.transport.handshake import worker_endpoint
 from skyward.transport.security import PoolKeys
 from skyward.transport.shm import SharedMemory
+
+if TYPE_CHECKING:
+    from skyward.transport.data_channel import DataChannel
 
 __all__ = ["Links", "NodeInfo", "NodeLink", "PortMap", "WorkerLink", "node_info"]
 
@@ -38,6 +44,7 @@ class NodeInfo(TypedDict, total=False):
     node: int
     workers: int
     endpoints: list[str]  # each worker's bound endpoint, in worker order
+    data_endpoints: list[str | None]  # each worker's bound data port (tcp), in worker order
     agent_endpoint: str  # the agent's own bound endpoint
     python: str
     cloudpickle: str
@@ -64,11 +71,12 @@ class WorkerLink:
     """The I/O thread's socket to one worker and what it knows of it (the dispatcher
     holds its work)."""
 
-    __slots__ = ("endpoint", "functions", "generation", "key", "last_death", "socket")
+    __slots__ = ("data_endpoint", "endpoint", "functions", "generation", "key", "last_death", "socket")
 
-    def __init__(self, key: WorkerKey, endpoint: str) -> None:
+    def __init__(self, key: WorkerKey, endpoint: str, data_endpoint: str | None = None) -> None:
         self.key = key
         self.endpoint = endpoint
+        self.data_endpoint = data_endpoint  # its data port as this client reaches it (tcp only)
         self.socket: zmq.Socket[bytes] | None = None
         self.functions: dict[bytes, None] = {}  # insertion ordered: oldest first
         self.generation = 0  # bumped when the worker dies: direct callers notice
@@ -115,6 +123,44 @@ class Links:
         self.nodes: dict[int, NodeLink] = {}
         self.shm = shm
         self._bulk = bulk if bulk is not None else BulkFrames()
+        self.data: DataChannel | None = None  # tcp pools: large buffers sealed on data connections
+        if keys is not None:
+            from skyward.transport.data_channel import DataChannel  # noqa: PLC0415 (cryptography: tcp only)
+
+            self.data = DataChannel(self.context)
+        self._announced: weakref.WeakKeyDictionary[zmq.Socket[bytes], bytes] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def connect_data(self, worker: WorkerLink) -> None:
+        """Open the data connection to ``worker``'s data port, when it has one."""
+        if self.data is not None and worker.data_endpoint is not None:
+            self.data.connect(worker.data_endpoint)
+
+    def disconnect_data(self, worker: WorkerLink) -> None:
+        if self.data is not None and worker.data_endpoint is not None:
+            self.data.disconnect(worker.data_endpoint)
+
+    def sealed_path(self, worker: WorkerLink, sock: zmq.Socket[bytes]) -> SealedPath | None:
+        """How large buffers sent on ``sock`` (a CURVE socket to ``worker``) travel: sealed
+        on the worker's data connection once it works, which ``sock`` then announces to
+        the worker (SEALED_ROUTE, once per socket and route: the worker sends its results
+        to this socket's messages that way too); None: chunked over CURVE."""
+        if self.data is None or worker.data_endpoint is None:
+            return None
+        route = self.data.ready(worker.data_endpoint)
+        if route is None:
+            return None
+        with self._lock:
+            announce = self._announced.get(sock) != route
+            if announce:
+                self._announced[sock] = route
+        if announce:
+            sock.send_multipart([wire.SEALED_ROUTE, route])
+        return SealedPath(self.data, worker.data_endpoint.encode())
+
+    def close_data(self) -> None:
+        if self.data is not None:
+            self.data.close()
 
     def bulk(self, endpoint: str) -> BulkFrames | None:
         """How large buffers sent on a connection to ``endpoint`` are cut: into chunk
@@ -141,6 +187,10 @@ class Links:
             security.configure_client(sock, server_public, self._keys.client)
         sock.connect(endpoint)
         return sock
+
+    def worker_data_at(self, node: NodeLink, bound: str | None) -> str | None:
+        """Where to reach a worker's data port (``bound``, None without one)."""
+        return None if bound is None else self.worker_at(node, bound)
 
     def worker_at(self, node: NodeLink, bound: str) -> str:
         """Where to reach a worker of ``node`` that bound ``bound`` (through the port map

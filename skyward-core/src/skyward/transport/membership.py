@@ -232,8 +232,10 @@ class Membership:
         """Register an agent that answered the handshake, and connect to its workers."""
         self._links.nodes[node.index] = node
         self._loop.watch(node.socket, node)
+        data_bound = node.info.get("data_endpoints") or []
         for position, bound in enumerate(node.info["endpoints"]):
-            worker = WorkerLink((node.index, position), self._links.worker_at(node, bound))
+            data = self._links.worker_data_at(node, data_bound[position] if position < len(data_bound) else None)
+            worker = WorkerLink((node.index, position), self._links.worker_at(node, bound), data)
             node.workers.append(worker)
             self._loop.open_worker(worker)
         why = f"node {node.index} was replaced before this task, meant for it, ended"

@@ -67,7 +67,7 @@ class SocketLoop:
         self._control: list[list[bytes]] = []
         self._poller = zmq.Poller()
         self._by_socket: dict[zmq.Socket[bytes], NodeLink | WorkerLink] = {}
-        self._reassembly = chunked.Reassembly()  # per worker socket
+        self._reassembly = chunked.Reassembly(links.data)  # per worker socket
         self._thread: threading.Thread | None = None
         self.running = False
 
@@ -144,6 +144,7 @@ class SocketLoop:
     def open_worker(self, worker: WorkerLink) -> None:
         worker.socket = self._links.socket(zmq.DEALER, worker.endpoint, self._links.nodes[worker.key[0]].server_public)
         self.watch(worker.socket, worker)
+        self._links.connect_data(worker)
 
     def close_worker(self, worker: WorkerLink) -> None:
         """Drop the socket and whatever it still queues, so a restarted worker can never
@@ -152,6 +153,7 @@ class SocketLoop:
             self.unwatch(worker.socket)
             worker.socket.close(linger=0)
             worker.socket = None
+        self._links.disconnect_data(worker)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -244,7 +246,8 @@ class SocketLoop:
         if entries and worker is not None and worker.socket is not None:
             message = [wire.pack_tasks(entries), *frames]
             bulk = self._links.bulk(worker.endpoint)
-            chunked.send_message(worker.socket, wire.pack_message(message, self._links.shm, bulk))
+            sealed = self._links.sealed_path(worker, worker.socket)
+            chunked.send_message(worker.socket, wire.pack_message(message, self._links.shm, bulk), sealed=sealed)
 
     def _drain_worker(self, worker: WorkerLink) -> None:
         while worker.socket is not None:
@@ -329,8 +332,10 @@ class SocketLoop:
             worker.generation += 1
         elif notice.get("kind") == "worker-ready":
             worker = node.workers[int(notice["worker"])]
-            worker.endpoint = self._links.worker_at(node, str(notice["endpoint"]))
             self.close_worker(worker)
+            worker.endpoint = self._links.worker_at(node, str(notice["endpoint"]))
+            data = notice.get("data_endpoint")
+            worker.data_endpoint = self._links.worker_data_at(node, data if isinstance(data, str) else None)
             self.open_worker(worker)
             with self._ledger.lock:
                 self._ledger.dispatcher.worker_ready(worker.key)

@@ -78,6 +78,8 @@ FILES = b"F"  # the project's files (skyward.files): the manifest, and the blobs
 BLOB = b"D"  # one chunk of a blob (raw bytes, never pickled), and its acknowledgement
 PLACE = b"G"  # build the working directory from the manifest, and the answer
 CHUNK = b"k"  # [k, bytes]: one chunk of a chunked part, a message of its own (skyward.transport.chunked)
+SEALED_KEY = b"y"  # [y, key]: a chunked part's key; its chunks come sealed on the data connection (transport.sealed)
+SEALED_ROUTE = b"o"  # [o, routing id]: where on the data connection this CURVE peer's large buffers go
 FILE_KINDS = (FILES, BLOB, PLACE)  # what an agent's FileReceiver answers
 
 

@@ -1,0 +1,138 @@
+"""Large buffers across machines go sealed with AES-256-GCM on each worker's data port
+(``skyward.transport.sealed``, ``skyward.transport.data_channel``), their keys on the
+CURVE connection: on a tcp pool both ways arrive whole and equal; on a real data port, a
+forged, tampered or replayed chunk is refused while the real transfer completes; a data
+port that never answers is named, and nothing waits on it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import zmq
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+import skyward as sky
+from skyward.transport.bulk import BULK_CHUNK, BULK_MIN
+from skyward.transport.data_channel import DataChannel
+from skyward.transport.sealed import HEADER, new_transfer, seal_chunk, sealed_size
+
+_WAIT = 30.0  # a bound for what must happen, never a measured time
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {_WAIT:g} s")
+        time.sleep(0.01)
+
+
+@sky.compute
+def echo(value: Any) -> Any:
+    return value
+
+
+@pytest.fixture(scope="module")
+def tcp_pool() -> Iterator[sky.ComputePool]:
+    # shared memory off: on a Local pool it would carry these buffers instead of the socket
+    with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp", shared_memory=False), display="quiet") as pool:
+        yield pool
+
+
+def test_a_large_array_goes_and_comes_back_sealed_on_the_data_connection(tcp_pool: sky.ComputePool) -> None:
+    links = tcp_pool._client._links  # type: ignore[union-attr]
+    data = links.data
+    assert data is not None, "a tcp pool has data connections"
+    worker = links.worker((0, 0))
+    assert worker.data_endpoint is not None and worker.data_endpoint.startswith("tcp://127.0.0.1:")
+    _until(lambda: data.ready(worker.data_endpoint) is not None, "the worker's data port answered")
+    value = np.random.default_rng(5).random(3 * BULK_MIN // 8 + 77)  # a short last chunk
+    sent, received = data.sent, data.received
+    got = echo(value) >> tcp_pool
+    assert got.dtype == value.dtype and np.array_equal(got, value)
+    assert (data.sent - sent, data.received - received) == (1, 1), "both ways sealed, one transfer each"
+    got[0] = 1.0  # the receiver's own writable buffer
+    small = np.arange(1000)
+    assert np.array_equal(echo(small) >> tcp_pool, small)
+    assert (data.sent - sent, data.received - received) == (1, 1), "a small buffer stays on the CURVE socket"
+
+
+def test_large_arguments_of_a_broadcast_reach_every_worker_sealed() -> None:
+    with sky.ComputePool(nodes=2, provider=sky.Local(transport="tcp", shared_memory=False), display="quiet") as pool:
+        data = pool._client._links.data  # type: ignore[union-attr]
+        endpoints = [pool._client._links.worker((n, 0)).data_endpoint for n in (0, 1)]  # type: ignore[union-attr]
+        _until(lambda: all(data.ready(e) is not None for e in endpoints), "both data ports answered")
+        value = os.urandom(BULK_MIN + 5)
+        results = echo(value) @ pool
+        assert [bytes(r) for r in results] == [value, value]
+
+
+@pytest.fixture
+def data_port() -> Iterator[tuple[DataChannel, DataChannel, str]]:
+    """A worker's data channel on a real bound ROUTER, and a client's connected to it."""
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    for option, value in ((zmq.ROUTER_MANDATORY, 1), (zmq.LINGER, 0)):
+        router.setsockopt(option, value)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    worker = DataChannel(context, router)
+    client = DataChannel(context)
+    endpoint = f"tcp://127.0.0.1:{port}"
+    client.connect(endpoint)
+    _until(lambda: client.ready(endpoint) is not None, "the data port answered the client's HELLO")
+    yield worker, client, endpoint
+    client.close()
+    worker.close()
+    context.destroy(linger=0)
+
+
+def test_forged_tampered_and_replayed_chunks_on_the_data_port_are_refused(
+    data_port: tuple[DataChannel, DataChannel, str],
+) -> None:
+    worker, client, endpoint = data_port
+    payload = os.urandom(5 * BULK_CHUNK + 3)
+    key = new_transfer(len(payload), BULK_CHUNK)
+    inbound = worker.expect(key)  # what a SEALED_KEY on the CURVE connection does
+    # the real chunk 0, as a host that copied it off the wire would have it
+    scratch = memoryview(bytearray(sealed_size(key)))
+    real = seal_chunk(AESGCM(key.key), key, 0, memoryview(payload)[:BULK_CHUNK], scratch)
+    tampered = bytearray(real)
+    tampered[HEADER.size + 100] ^= 0x80
+    forged = bytes(real[: HEADER.size]) + os.urandom(len(real) - HEADER.size)
+    intruder = zmq.Context.instance().socket(zmq.DEALER)
+    intruder.setsockopt(zmq.LINGER, 0)
+    intruder.connect(endpoint)
+    try:
+        intruder.send(bytes(tampered))
+        intruder.send(forged)
+        _until(lambda: worker.refused == 2, "the tampered and the forged chunk were refused")
+        assert not inbound.complete
+        chunks = [memoryview(payload)[i : i + BULK_CHUNK] for i in range(0, len(payload), BULK_CHUNK)]
+        client.send(endpoint.encode(), key, chunks)  # the real transfer, from the client
+        assert bytes(worker.wait(inbound)) == payload, "the real chunks went in despite the forgeries"
+        intruder.send(bytes(real))  # replayed after the transfer ended
+        _until(lambda: worker.refused == 3, "the replayed chunk was refused")
+    finally:
+        intruder.close(linger=0)
+
+
+def test_a_data_port_that_never_answers_is_named_and_never_used(capfd: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]  # bound, never listening: connections are refused
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        channel = DataChannel(context, unreachable_after=0.2)
+        endpoint = f"tcp://127.0.0.1:{port}"
+        try:
+            channel.connect(endpoint)
+            _until(lambda: "did not answer" in capfd.readouterr().err, "the unreachable data port was named")
+            assert channel.ready(endpoint) is None, "large buffers stay on the CURVE connection"
+        finally:
+            channel.close()
+            context.destroy(linger=0)
