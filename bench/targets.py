@@ -87,8 +87,9 @@ TARGETS: tuple[Target, ...] = (
            ("bandwidth", "ray", "gb_per_s")),
     Target("start to first result vs loky", ("startup", "skyward", "seconds"), "<=", 1.5,
            ("startup", "loky", "seconds")),
-    # chunked CURVE (skyward.transport.bulk) against one CURVE frame per buffer in the same run:
-    # the floor's 0.18 GB/s was within noise of skyward+curve's 0.19 before chunking
+    # a tcp pool's large buffers (sealed with AES-256-GCM on the data port: skyward.transport.sealed)
+    # against one CURVE frame per buffer in the same run: the floor's 0.18 GB/s was within noise of
+    # skyward+curve's 0.19 when skyward sent one CURVE frame per buffer too
     Target("array round trip over CURVE: GB/s vs floor+curve", ("bandwidth", "skyward+curve", "gb_per_s"), ">=",
            2.0, ("bandwidth", "floor+curve", "gb_per_s")),
     Target("start to first result vs ray.init + first task", ("startup", "skyward", "seconds"), "<=", 0.25,

@@ -107,7 +107,7 @@ def test_tunnels_map_agent_and_worker_ports_to_consecutive_local_ports(tmp_path:
         processes = list(tunnels._processes)
     finally:
         tunnels.close()
-    assert ssm.terminated == ["s-1", "s-2", "s-3"]
+    assert ssm.terminated == ["s-1", "s-2", "s-3", "s-4", "s-5"]
     assert all(p.poll() is not None for p in processes)
 
 

@@ -183,8 +183,8 @@ def test_nodes_whose_endpoints_reach_one_agent_are_refused_by_their_own_keys(hos
 
 
 def test_nodes_on_one_host_with_a_port_each_answer_as_themselves(host_processes: _Plugin) -> None:
-    port = _free_ports(4)  # each node: its agent's port and one worker's after it
-    provider = HostProcesses(ports=(port, port + 2), bootstrap_timeout=120)
+    port = _free_ports(6)  # each node: its agent's port, one worker's after it, then that worker's data port
+    provider = HostProcesses(ports=(port, port + 3), bootstrap_timeout=120)
     with sky.ComputePool(provider=provider, nodes=2, display="quiet") as pool:
         assert list(which_node() @ pool) == [0, 1]
         assert pool._keys.node(0) != pool._keys.node(1)  # each answered with its own key
@@ -225,7 +225,8 @@ def test_an_agent_whose_port_is_taken_says_why_and_exits_non_zero(tmp_path: Path
         f"skyward agent (node 1, instance hp-1): cannot listen on tcp://127.0.0.1:{port}: "
         "Address already in use (EADDRINUSE)"
     ) in result.stderr
-    assert f"ports {port}-{port + 1}" in result.stderr and "another node's agent" in result.stderr
+    # the agent's port, its worker's, and that worker's data port
+    assert f"ports {port}-{port + 2}" in result.stderr and "another node's agent" in result.stderr
     assert "::skyward-ready" not in result.stdout
 
 

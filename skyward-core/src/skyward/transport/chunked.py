@@ -1,5 +1,9 @@
 """A message's chunked parts sent as messages of their own, and put back together.
 
+(Once a worker's data connection works, the chunks go sealed on it instead, their keys
+on this socket as ``SEALED_KEY`` messages before the message: ``SealedPath``, and
+``skyward.transport.sealed`` for the construction. What follows is the path until then.)
+
 A chunked part (``skyward.transport.bulk``: a buffer of 4 MiB or more on a CURVE link) is
 a run of 1 MiB chunks. Sent as frames of one multipart message, nothing of it reaches the
 receiver before the last chunk has arrived (ZeroMQ delivers a message whole), and only

@@ -69,7 +69,7 @@ _HANDSHAKE_FAILED = (
 LIKELY_CAUSE = (
     "Two agents likely share one address and port (or one ipc path): a provider that runs several nodes on one "
     "host must give each node its own address or port (the bind it passes to the user-data factory; a node also "
-    "listens on the ports right after its agent's, one per worker)"
+    "listens on the ports right after its agent's: one per worker, then one data port per worker)"
 )
 
 

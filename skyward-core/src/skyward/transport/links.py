@@ -12,6 +12,7 @@ on every tcp connection (a plain tcp connection is refused outright).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -189,8 +190,15 @@ class Links:
         return sock
 
     def worker_data_at(self, node: NodeLink, bound: str | None) -> str | None:
-        """Where to reach a worker's data port (``bound``, None without one)."""
-        return None if bound is None else self.worker_at(node, bound)
+        """Where to reach a worker's data port (``bound``; None without one, or where the
+        node's port mapping has none for it: its large buffers then stay on CURVE)."""
+        if bound is None:
+            return None
+        try:
+            return self.worker_at(node, bound)
+        except ProvisioningError as error:
+            print(f"skyward: {error}: large buffers to node {node.index} go chunked over CURVE", file=sys.stderr)
+            return None
 
     def worker_at(self, node: NodeLink, bound: str) -> str:
         """Where to reach a worker of ``node`` that bound ``bound`` (through the port map
