@@ -42,7 +42,7 @@ def test_a_pool_of_two_and_nothing_left_after(fake_verda: FakeVerda, verda_confi
             assert mark is not None and mark.pool_id == spec.pool_id and mark.expires > time.time() + 600
             script = fake_verda.scripts[instance.startup_script_id or ""]["script"]
             assert f"node={node.node} bind=tcp://0.0.0.0:16789" in script
-            assert "iptables -I INPUT -p tcp --dport 16789:16790 ! -s 127.0.0.1/32 -j DROP" in script
+            assert "iptables -I INPUT -p tcp --dport 16789:16791 ! -s 127.0.0.1/32 -j DROP" in script
             assert CLIENT_ID not in script and fake_verda.client_secret not in script
             assert instance.ssh_key_ids == list(fake_verda.ssh_keys)  # the one throwaway key
         launching = next(e for e in events if isinstance(e, InstanceLaunching))
