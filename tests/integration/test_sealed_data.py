@@ -18,7 +18,9 @@ import zmq
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import skyward as sky
-from skyward.transport.bulk import BULK_CHUNK, BULK_MIN
+from skyward.errors import TransferError
+from skyward.transport import chunked, serialize, wire
+from skyward.transport.bulk import BULK_CHUNK, BULK_MIN, BulkFrames
 from skyward.transport.data_channel import DataChannel
 from skyward.transport.sealed import HEADER, new_transfer, seal_chunk, sealed_size
 
@@ -136,3 +138,47 @@ def test_a_data_port_that_never_answers_is_named_and_never_used(capfd: pytest.Ca
         finally:
             channel.close()
             context.destroy(linger=0)
+
+
+class _Recorder:
+    """A socket that keeps the multipart messages sent on it (the CURVE connection's side)."""
+
+    def __init__(self) -> None:
+        self.messages: list[list[bytes]] = []
+        self._current: list[bytes] = []
+
+    def send(self, frame: Any, flags: int = 0, copy: bool = True) -> None:
+        self._current.append(bytes(frame))
+        if not flags & zmq.SNDMORE:
+            self.messages.append(self._current)
+            self._current = []
+
+    def send_multipart(self, frames: list[Any]) -> None:
+        self.messages.append([bytes(f) for f in frames])
+
+
+def test_a_sealed_result_whose_chunks_never_come_fails_its_task_with_a_transfer_error() -> None:
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    sender = DataChannel(context)  # connected to nothing: its chunks go nowhere, as on a lost connection
+    receiver = DataChannel(context, stall=0.3)
+    try:
+        value = np.arange(BULK_MIN // 8 + 3, dtype=np.float64)
+        result = serialize.dumps(value)
+        message = wire.pack_message(
+            [wire.pack_results([(7, wire.Status.OK, len(result), 0.0)]), *result], bulk=BulkFrames()
+        )
+        curve = _Recorder()
+        chunked.send_message(curve, message, sealed=chunked.SealedPath(sender, b"tcp://127.0.0.1:9"))
+        assert [m[0] for m in curve.messages[:-1]] == [wire.SEALED_KEY], "the key goes first, on the CURVE socket"
+        reassembly = chunked.Reassembly(receiver)
+        assert reassembly.feed(curve.messages[0], "worker") is None
+        whole = reassembly.feed(curve.messages[1], "worker")
+        assert whole is not None, "the message still arrives, with the stalled part marked"
+        header, parts = wire.open_message(whole)
+        assert wire.unpack_results(header)[0][0] == 7
+        with pytest.raises(TransferError, match=r"stalled: .* did not arrive within 0\.3 s"):
+            serialize.loads(parts)
+    finally:
+        sender.close()
+        receiver.close()
+        context.destroy(linger=0)

@@ -76,6 +76,13 @@ class SharedMemoryError(SkywardError):
     task fails with this error; the pool goes on (skyward.transport.shm)."""
 
 
+class TransferError(SkywardError):
+    """A large buffer of a task's argument or result, sent sealed on a worker's data
+    connection, stopped arriving (the connection was lost half-way, or its chunks were
+    refused): that task fails with this error; the pool goes on
+    (skyward.transport.sealed)."""
+
+
 class AbandonedError(SkywardError):
     """A task whose result nobody wanted any more (``ComputePool.abandon``) was taken back
     from its worker before it began: it never ran."""

@@ -36,6 +36,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from skyward.errors import TransferError
 from skyward.transport import wire
 from skyward.transport.bulk import fresh_buffer
 
@@ -122,7 +123,8 @@ class _Partial:
         self.frames = frames  # the first frame, then the parts of their own, in order
         self.layout = layout
         self.parts = [index for index, (total, count) in enumerate(layout) if not (total == 0 and count == 1)]
-        self.buffers: list[memoryview] = []
+        self.buffers: list[memoryview | TransferError] = []  # TransferError: a sealed part that stalled
+        self.current = memoryview(b"")  # the part the chunks now arriving are copied into
         self.part = 0  # which of ``parts`` the next chunk belongs to
         self.offset = 0
         self.received = 0  # chunks of the current part
@@ -132,12 +134,13 @@ class _Partial:
         for chunks that overrun their part or do not fill it."""
         total, count = self.layout[self.parts[self.part]]
         if self.received == 0:
-            self.buffers.append(fresh_buffer(total))
+            self.current = fresh_buffer(total)
+            self.buffers.append(self.current)
         piece = _view(chunk)
         end = self.offset + piece.nbytes
         if end > total:
             raise ValueError(f"chunks that overrun the {total} bytes their table announced")
-        self.buffers[-1][self.offset : end] = piece
+        self.current[self.offset : end] = piece
         self.offset, self.received = end, self.received + 1
         if self.received < count:
             return False
@@ -216,9 +219,12 @@ class Reassembly:
 
     def _open_sealed(self, partial: _Partial, sender: Hashable) -> list[Any]:
         """The message whose parts were sealed: each part's transfer, in order, once whole.
-        Raises ValueError (a part missing or of another length) or TimeoutError (stalled)."""
+        A part that stalls (``sealed.STALL``) becomes a ``TransferError``, which its task
+        fails with (``serialize.loads``), so the message still arrives and nobody waits on
+        it. Raises ValueError for a part missing or of another length."""
         assert self._channel is not None
         announced = self._sealed[sender]
+        stalled: TransferError | None = None
         for index in partial.parts:
             total = partial.layout[index][0]
             if not announced:
@@ -227,7 +233,15 @@ class Reassembly:
             if inbound.key.length != total:
                 self._channel.forget(inbound)
                 raise ValueError(f"a sealed transfer of {inbound.key.length} bytes for a part of {total}")
-            partial.buffers.append(self._channel.wait(inbound))
+            if stalled is not None:
+                self._channel.forget(inbound)
+                partial.buffers.append(stalled)
+                continue
+            try:
+                partial.buffers.append(self._channel.wait(inbound))
+            except TimeoutError as error:
+                stalled = TransferError(str(error))
+                partial.buffers.append(stalled)
         return partial.message()
 
     def drop(self, sender: Hashable) -> None:

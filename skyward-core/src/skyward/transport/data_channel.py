@@ -29,7 +29,7 @@ import zmq
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from skyward.transport.bulk import fresh_buffer
-from skyward.transport.sealed import Inbound, TransferKey, seal_chunk, sealed_size, transfer_of
+from skyward.transport.sealed import STALL, Inbound, TransferKey, seal_chunk, sealed_size, transfer_of
 from skyward.transport.wire import send_frames
 
 __all__ = ["DATA_HELLO", "DataChannel"]
@@ -65,9 +65,11 @@ class DataChannel:
         router: zmq.Socket[bytes] | None = None,
         clock: Callable[[], float] = time.monotonic,
         unreachable_after: float = UNREACHABLE_AFTER,
+        stall: float = STALL,
     ) -> None:
         self._context = context
         self._unreachable_after = unreachable_after
+        self._stall = stall
         self._router = router
         self._clock = clock
         self._lock = threading.Lock()
@@ -135,7 +137,7 @@ class DataChannel:
     def wait(self, inbound: Inbound) -> memoryview:
         """The transfer's buffer once whole (``Inbound.wait``), then forgotten."""
         try:
-            buffer = inbound.wait()
+            buffer = inbound.wait(self._stall)
         finally:
             self.forget(inbound)
         self.received += 1

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import cloudpickle
 
-from skyward.errors import ConfigurationError, SharedMemoryError
+from skyward.errors import ConfigurationError, SharedMemoryError, TransferError
 
 # hashlib, csv and importlib.metadata are imported where they are used: only the client
 # sends functions (dumps_function and what it calls), while every node's agent imports
@@ -153,6 +153,10 @@ def _lift_bytes(value: object, depth: int) -> object:
     return value
 
 
+_UNREADABLE = (SharedMemoryError, TransferError)
+"""What ``wire.open_message`` puts in place of a part it could not read: its task fails with it."""
+
+
 def loads(frames: Sequence[Any]) -> Any:
     """Rebuild an object from frames (bytes, memoryviews or zmq.Frame objects).
 
@@ -163,8 +167,8 @@ def loads(frames: Sequence[Any]) -> Any:
     ``pickle.loads`` (1.01 vs 0.42 us for a small result, measured here).
     """
     views = [f.buffer if hasattr(f, "buffer") else f for f in frames]
-    if type(views[0]) is SharedMemoryError or (len(views) > 1 and any(type(v) is SharedMemoryError for v in views)):
-        raise next(v for v in views if type(v) is SharedMemoryError)  # a segment that could not be read (wire)
+    if type(views[0]) in _UNREADABLE or (len(views) > 1 and any(type(v) in _UNREADABLE for v in views)):
+        raise next(v for v in views if type(v) in _UNREADABLE)  # a segment or transfer that could not be read (wire)
     try:
         return pickle.loads(views[0], buffers=views[1:])
     except RuntimeError as error:

@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
-from skyward.errors import SharedMemoryError
+from skyward.errors import SharedMemoryError, TransferError
 from skyward.transport.bulk import BulkFrames, join_chunks
 from skyward.transport.shm import SharedMemory
 
@@ -368,9 +368,12 @@ def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tupl
             total, count = _BULK.unpack_from(first, offset)
             if joined:
                 part = next(rest)
-                if memoryview(part.buffer if hasattr(part, "buffer") else part).nbytes != total:
+                if isinstance(part, TransferError):  # a sealed transfer that stalled: its task fails with it
+                    parts.append(part)
+                elif memoryview(part.buffer if hasattr(part, "buffer") else part).nbytes != total:
                     raise ValueError(f"a joined part that is not the {total} bytes its table announced")
-                parts.append(part)
+                else:
+                    parts.append(part)
             else:
                 parts.append(join_chunks([next(rest) for _ in range(count)], total))
             offset += length
