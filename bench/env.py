@@ -54,7 +54,9 @@ EDITABLE = ("skyward-core", "skyward-sklearn")
 
 
 def _requirements_digest() -> str:
-    text = FULL_REQUIREMENTS.read_text() + " ".join(str(ROOT / p) for p in EDITABLE) + sys.version
+    # the editable packages' own dependencies too: a dependency added to skyward-core must reach this venv
+    projects = "".join((ROOT / p / "pyproject.toml").read_text() for p in EDITABLE)
+    text = FULL_REQUIREMENTS.read_text() + " ".join(str(ROOT / p) for p in EDITABLE) + projects + sys.version
     return hashlib.sha256(text.encode()).hexdigest()
 
 

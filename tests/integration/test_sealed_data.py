@@ -170,7 +170,7 @@ def test_a_sealed_result_whose_chunks_never_come_fails_its_task_with_a_transfer_
         curve = _Recorder()
         chunked.send_message(curve, message, sealed=chunked.SealedPath(sender, b"tcp://127.0.0.1:9"))
         assert [m[0] for m in curve.messages[:-1]] == [wire.SEALED_KEY], "the key goes first, on the CURVE socket"
-        reassembly = chunked.Reassembly(receiver)
+        reassembly = chunked.Reassembly(lambda: receiver)
         assert reassembly.feed(curve.messages[0], "worker") is None
         whole = reassembly.feed(curve.messages[1], "worker")
         assert whole is not None, "the message still arrives, with the stalled part marked"

@@ -257,7 +257,7 @@ class Worker:
                 self.auth.stop()
             self.context.destroy(linger=0)
             raise
-        self.reassembly = chunked.Reassembly(self.data)  # per client socket: messages whose chunks are arriving
+        self.reassembly = chunked.Reassembly(lambda: self.data)  # per client socket: messages whose chunks are arriving
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint.removeprefix("ipc://"), 0o600)
         self.cache = FunctionCache()

@@ -32,7 +32,7 @@ behind but that message.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -164,9 +164,11 @@ class Reassembly:
     received; it returns a whole message for ``wire.open_message``, or None while chunks
     are still to come (or for a chunk that has no message to join)."""
 
-    def __init__(self, channel: DataChannel | None = None) -> None:
+    def __init__(self, channel: Callable[[], DataChannel | None] = lambda: None) -> None:
         self._partial: dict[Hashable, _Partial] = {}
-        self._channel = channel  # where sealed parts arrive (skyward.transport.data_channel)
+        # where sealed parts arrive (skyward.transport.data_channel), asked when one is
+        # announced: the client makes its channel with its first tcp worker
+        self._channel = channel
         self._sealed: dict[Hashable, deque[Inbound]] = {}  # per sender: announced transfers, in order
         self._routes: dict[Hashable, bytes] = {}  # per sender: its data connection's routing id
 
@@ -210,19 +212,21 @@ class Reassembly:
     def _on_sealed(self, kind: int, body: memoryview, sender: Hashable) -> None:
         if kind == _ROUTE_BYTE:
             self._routes[sender] = bytes(body)
-        elif self._channel is None:
-            raise ValueError("a sealed part announced to a process without a data connection")
         else:
+            channel = self._channel()
+            if channel is None:
+                raise ValueError("a sealed part announced to a process without a data connection")
             from skyward.transport.sealed import TransferKey  # noqa: PLC0415 (see the imports)
 
-            self._sealed.setdefault(sender, deque()).append(self._channel.expect(TransferKey.unpack(body)))
+            self._sealed.setdefault(sender, deque()).append(channel.expect(TransferKey.unpack(body)))
 
     def _open_sealed(self, partial: _Partial, sender: Hashable) -> list[Any]:
         """The message whose parts were sealed: each part's transfer, in order, once whole.
         A part that stalls (``sealed.STALL``) becomes a ``TransferError``, which its task
         fails with (``serialize.loads``), so the message still arrives and nobody waits on
         it. Raises ValueError for a part missing or of another length."""
-        assert self._channel is not None
+        channel = self._channel()
+        assert channel is not None  # a transfer was announced, so the channel exists
         announced = self._sealed[sender]
         stalled: TransferError | None = None
         for index in partial.parts:
@@ -231,14 +235,14 @@ class Reassembly:
                 raise ValueError("a message with more chunked parts than sealed transfers announced")
             inbound = announced.popleft()
             if inbound.key.length != total:
-                self._channel.forget(inbound)
+                channel.forget(inbound)
                 raise ValueError(f"a sealed transfer of {inbound.key.length} bytes for a part of {total}")
             if stalled is not None:
-                self._channel.forget(inbound)
+                channel.forget(inbound)
                 partial.buffers.append(stalled)
                 continue
             try:
-                partial.buffers.append(self._channel.wait(inbound))
+                partial.buffers.append(channel.wait(inbound))
             except TimeoutError as error:
                 stalled = TransferError(str(error))
                 partial.buffers.append(stalled)
@@ -248,9 +252,10 @@ class Reassembly:
         """Forget ``sender``'s unfinished message (its socket is closed)."""
         self._partial.pop(sender, None)
         self._routes.pop(sender, None)
+        channel = self._channel()
         for inbound in self._sealed.pop(sender, ()):
-            if self._channel is not None:
-                self._channel.forget(inbound)
+            if channel is not None:
+                channel.forget(inbound)
 
     def pending(self) -> int:
         return len(self._partial)

@@ -52,7 +52,7 @@ class DirectPath:
         """This thread's results whose chunks are arriving, per socket."""
         found: chunked.Reassembly | None = self._local.__dict__.get("reassembly")
         if found is None:
-            found = self._local.reassembly = chunked.Reassembly(self._links.data)
+            found = self._local.reassembly = chunked.Reassembly(self._links.data_channel)
         return found
 
     def _socket(self, worker: WorkerLink) -> zmq.Socket[bytes]:

@@ -124,18 +124,22 @@ class Links:
         self.nodes: dict[int, NodeLink] = {}
         self.shm = shm
         self._bulk = bulk if bulk is not None else BulkFrames()
-        self.data: DataChannel | None = None  # tcp pools: large buffers sealed on data connections
-        if keys is not None:
-            from skyward.transport.data_channel import DataChannel  # noqa: PLC0415 (cryptography: tcp only)
-
-            self.data = DataChannel(self.context)
+        # made with the first worker that has a data port (tcp): a Local ipc pool never pays for
+        # its thread or for importing cryptography (25 ms)
+        self.data: DataChannel | None = None
         self._announced: weakref.WeakKeyDictionary[zmq.Socket[bytes], bytes] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def connect_data(self, worker: WorkerLink) -> None:
         """Open the data connection to ``worker``'s data port, when it has one."""
-        if self.data is not None and worker.data_endpoint is not None:
-            self.data.connect(worker.data_endpoint)
+        if worker.data_endpoint is None:
+            return
+        with self._lock:
+            if self.data is None:
+                from skyward.transport.data_channel import DataChannel  # noqa: PLC0415 (see __init__)
+
+                self.data = DataChannel(self.context)
+        self.data.connect(worker.data_endpoint)
 
     def disconnect_data(self, worker: WorkerLink) -> None:
         if self.data is not None and worker.data_endpoint is not None:
@@ -158,6 +162,10 @@ class Links:
         if announce:
             sock.send_multipart([wire.SEALED_ROUTE, route])
         return SealedPath(self.data, worker.data_endpoint.encode())
+
+    def data_channel(self) -> DataChannel | None:
+        """The data channel, once made (what ``chunked.Reassembly`` asks, as sealed parts come)."""
+        return self.data
 
     def close_data(self) -> None:
         if self.data is not None:

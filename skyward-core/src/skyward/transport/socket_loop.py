@@ -67,7 +67,7 @@ class SocketLoop:
         self._control: list[list[bytes]] = []
         self._poller = zmq.Poller()
         self._by_socket: dict[zmq.Socket[bytes], NodeLink | WorkerLink] = {}
-        self._reassembly = chunked.Reassembly(links.data)  # per worker socket
+        self._reassembly = chunked.Reassembly(links.data_channel)  # per worker socket
         self._thread: threading.Thread | None = None
         self.running = False
 
