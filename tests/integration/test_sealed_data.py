@@ -71,8 +71,10 @@ def test_large_arguments_of_a_broadcast_reach_every_worker_sealed() -> None:
         endpoints = [pool._client._links.worker((n, 0)).data_endpoint for n in (0, 1)]  # type: ignore[union-attr]
         _until(lambda: all(data.ready(e) is not None for e in endpoints), "both data ports answered")
         value = os.urandom(BULK_MIN + 5)
+        sent, received = data.sent, data.received
         results = echo(value) @ pool
         assert [bytes(r) for r in results] == [value, value]
+        assert (data.sent - sent, data.received - received) == (2, 2), "sealed to each worker and back"
 
 
 @pytest.fixture
