@@ -6,16 +6,18 @@ import io
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO, NoReturn
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
 from skyward.agent import worker as worker_module
 from skyward.agent.output import OutputBuffer
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def describe_exit(returncode: int) -> str:
@@ -93,6 +95,8 @@ class ForkedChild:
         delay = 0.0005
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
+                import subprocess  # noqa: PLC0415  # only on a timeout: not on the agent's start path
+
                 raise subprocess.TimeoutExpired(["skyward worker (forked)"], timeout or 0.0)
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
@@ -194,6 +198,8 @@ class WorkerProcess:
     @staticmethod
     def spawn(index: int, config: dict[str, object], env: dict[str, str]) -> WorkerProcess:
         """Start a worker; its config (keys included) goes through stdin, not the environment."""
+        import subprocess  # noqa: PLC0415  # forked workers (the Linux path) never need it: ~4 ms of a node's start
+
         child_env = dict(env)
         child_env["PYTHONUNBUFFERED"] = "1"  # output reaches the agent as it is written
         process = subprocess.Popen(

@@ -15,6 +15,7 @@ stops the start.
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -328,7 +329,7 @@ class Launcher:
         settings = candidate.settings
         transport = settings.transport if isinstance(settings, Local) else "tcp"
         asked = settings.shared_memory if isinstance(settings, Local) else False
-        if not asked or not shared_memory_applies(candidate.provider_name, transport) or not SHM_DIR.is_dir():
+        if not asked or not shared_memory_applies(candidate.provider_name, transport) or not os.path.isdir(SHM_DIR):
             return None
         return SharedMemory(candidate.spec.pool_id)
 

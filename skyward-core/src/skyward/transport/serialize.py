@@ -12,7 +12,6 @@ import functools
 import inspect
 import io
 import os
-import pathlib
 import pickle
 import sys
 import types
@@ -455,6 +454,8 @@ def _top_level_name(name: str) -> str:
         if rest:
             return head
     else:
+        import pathlib  # noqa: PLC0415  # rare (see above), and pathlib costs a worker ~5 ms of its start
+
         parts = pathlib.PurePosixPath(name).parts
         if len(parts) > 1:
             return parts[0]

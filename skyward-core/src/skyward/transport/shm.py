@@ -51,10 +51,13 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-SHM_DIR = Path("/dev/shm")
+StrPath: TypeAlias = "str | os.PathLike[str]"
+"""A directory as a string or a path object. Paths here are plain strings: importing
+pathlib costs a node's agent ~5 ms of its start, and this module is on that path."""
+
+SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "skyward-"
 
 SHM_MIN = 32 * 1024 * 1024
@@ -161,7 +164,7 @@ def to_trim(free: Iterable[tuple[int, float]], now: float, keep: int = KEEP_FREE
     return sorted(gone)
 
 
-def shm_free_space(directory: Path = SHM_DIR) -> int:
+def shm_free_space(directory: StrPath = SHM_DIR) -> int:
     info = os.statvfs(directory)
     return info.f_bavail * info.f_frsize
 
@@ -178,7 +181,7 @@ def _nbytes(buffer: Any) -> int:
 class _Segment:
     """A segment this process wrote, mapped here whole (state page and data)."""
 
-    path: Path
+    path: str
     capacity: int
     mapping: mmap.mmap
     sent: int = 0
@@ -212,7 +215,7 @@ class SharedMemory:
 
     pool_id: str
     threshold: int = SHM_MIN
-    directory: Path = SHM_DIR
+    directory: StrPath = SHM_DIR
     free_space: Callable[[], int] | None = None
     warn: Callable[[str], None] = _stderr_line
     clock: Callable[[], float] = time.monotonic
@@ -257,7 +260,7 @@ class SharedMemory:
             segment.used = self.clock()
             _SENT.pack_into(segment.mapping, 0, segment.sent)
             self._trim(keep=segment)
-            return encode_ref(segment.path.name, size, segment.sent)
+            return encode_ref(os.path.basename(segment.path), size, segment.sent)
 
     def _create(self, size: int, view: memoryview) -> _Segment | None:
         capacity = capacity_for(size)
@@ -277,7 +280,7 @@ class SharedMemory:
                     f"and a {FREE_MARGIN // 2**20} MiB margin (grow it, e.g. docker --shm-size)",
                 )
                 return None
-        path = self.directory / segment_name(self.pool_id, os.urandom(8).hex())  # token_hex without hmac
+        path = os.path.join(self.directory, segment_name(self.pool_id, os.urandom(8).hex()))  # token_hex without hmac
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as error:
@@ -323,7 +326,7 @@ class SharedMemory:
         name, length, generation = decode_ref(raw)
         if pool_of(name) != self.pool_id:
             raise ValueError(f"a shared-memory reference to {name!r}, not a segment of pool {self.pool_id}")
-        path = self.directory / name
+        path = os.path.join(self.directory, name)
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             info = os.fstat(fd)
@@ -350,7 +353,7 @@ class SharedMemory:
             for raw in refs:
                 name, _, generation = decode_ref(raw)
                 for segment in self._segments:
-                    if segment.path.name == name and segment.sent == generation:
+                    if os.path.basename(segment.path) == name and segment.sent == generation:
                         _SENT.pack_into(segment.mapping, _RELEASED_AT, generation)
 
     def close(self, blocking: bool = True) -> None:
@@ -378,7 +381,7 @@ def _by_capacity(segment: _Segment) -> int:
     return segment.capacity
 
 
-def _release(path: Path, generation: int) -> None:
+def _release(path: str, generation: int) -> None:
     """Tell a segment's sender that its receiver is done with ``generation`` (the last
     view of the data is gone), and remove the segment if its sender has closed.
     Nothing to tell when the segment is gone already."""
@@ -397,33 +400,32 @@ def _release(path: Path, generation: int) -> None:
         os.close(fd)
 
 
-def _unlink(path: Path) -> None:
+def _unlink(path: str) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
 
 
-def pool_segments(pool_id: str, directory: Path = SHM_DIR) -> list[Path]:
-    """This user's segments of pool ``pool_id`` under ``directory``."""
+def pool_segments(pool_id: str, directory: StrPath = SHM_DIR) -> list[str]:
+    """The paths of this user's segments of pool ``pool_id`` under ``directory``."""
     try:
-        entries = list(directory.iterdir())
+        with os.scandir(directory) as scan:
+            entries = [entry for entry in scan if pool_of(entry.name) == pool_id]
     except OSError:
         return []
     uid = os.getuid()
     found = []
     for entry in entries:
-        if pool_of(entry.name) != pool_id:
-            continue
         try:
-            if entry.lstat().st_uid == uid:
-                found.append(entry)
+            if entry.stat(follow_symlinks=False).st_uid == uid:
+                found.append(entry.path)
         except OSError:
             continue
     return found
 
 
-def remove_pool_segments(pool_id: str, directory: Path = SHM_DIR) -> list[Path]:
+def remove_pool_segments(pool_id: str, directory: StrPath = SHM_DIR) -> list[str]:
     """Remove every segment of pool ``pool_id`` (its close, or a dead client's sweep)."""
     removed = pool_segments(pool_id, directory)
     for path in removed:
