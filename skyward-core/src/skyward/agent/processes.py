@@ -194,6 +194,7 @@ class WorkerProcess:
     ready: bool = False
     endpoint: str | None = None
     data_endpoint: str | None = None  # its data port (skyward.transport.data_channel): tcp only
+    restart_reason: str | None = None  # why the client asked for a restart (wire.RESTART), until it exits
 
     @staticmethod
     def spawn(index: int, config: dict[str, object], env: dict[str, str]) -> WorkerProcess:

@@ -230,6 +230,8 @@ class Supervisor:
                 self._send_client([wire.INFO, wire.encode_json(self._info())])
             elif kind == wire.STOP:
                 self._stop("stopped by the pool")
+            elif kind == wire.RESTART and len(frames) >= 4:
+                self._restart_worker(frames[2], frames[3])
             elif kind in wire.FILE_KINDS:
                 self._send_client(self._receiver().handle(frames[1:]))
             elif kind == wire.CLUSTER:
@@ -374,15 +376,32 @@ class Supervisor:
             return True
         if not worker.ready and worker.endpoint is None:
             self._failed_to_start(worker, code)  # its first start: restarting it would fail the same way
-        cause = describe_exit(code)
-        message = (
-            f"worker {worker.index} on node {self.config.node} was {cause} while running this task; "
-            "the node restarted the worker"
-        )
+        if worker.restart_reason is not None:
+            cause = "restarted: it sent a message the client cannot read"
+            message = (
+                f"worker {worker.index} on node {self.config.node} sent a message the client cannot read "
+                f"({worker.restart_reason}) while running this task; the node restarted the worker"
+            )
+        else:
+            cause = describe_exit(code)
+            message = (
+                f"worker {worker.index} on node {self.config.node} was {cause} while running this task; "
+                "the node restarted the worker"
+            )
         self._notice({"kind": "worker-died", "worker": worker.index, "cause": cause, "message": message})
         self._spawn(worker.index)
         self.workers[worker.index].endpoint = worker.endpoint  # marks the coming READY as a restart
         return True
+
+    def _restart_worker(self, index: bytes, reason: bytes) -> None:
+        """The client could not read what this worker sent (``reason``: a bug, or memory
+        gone bad): kill it. Its exit then goes the way of any worker's death: restarted,
+        and the client told, so what the worker held fails rather than waits."""
+        worker = self.workers.get(int(index)) if index.isdigit() else None
+        if worker is None or self.stopping or not worker.ready:
+            return
+        worker.restart_reason = reason.decode(errors="replace")[:500]
+        worker.kill()
 
     def _notice(self, payload: dict[str, object]) -> None:
         self._send_client([wire.NOTICE, wire.encode_json(payload)])

@@ -107,7 +107,9 @@ class PoolClient:
             self._ledger, self._links, decoder, on_message, self._liveness.heartbeat, self._liveness.goodbye
         )
         self._membership = Membership(self._ledger, self._links, self._loop, wheels, identities, files)
-        self._direct = DirectPath(self._ledger, self._links, decoder, self.submit_many, rerun_lost)
+        self._direct = DirectPath(
+            self._ledger, self._links, decoder, self.submit_many, rerun_lost, self._loop.unreadable
+        )
         self._streams = Streams(self._ledger, self._links, self._loop, decoder)
 
     # -- nodes ----------------------------------------------------------------------------

@@ -39,13 +39,22 @@ class DirectPath:
     """``run`` and ``run_on_all`` over the calling thread's own sockets."""
 
     def __init__(
-        self, ledger: TaskLedger, links: Links, decoder: ResultDecoder, queue: Queue, rerun_lost: bool
+        self,
+        ledger: TaskLedger,
+        links: Links,
+        decoder: ResultDecoder,
+        queue: Queue,
+        rerun_lost: bool,
+        unreadable: Callable[[WorkerLink, BaseException], None],
     ) -> None:
         self._ledger = ledger
         self._links = links
         self._decoder = decoder
         self._queue = queue
         self._rerun_lost = rerun_lost
+        # a worker sent what this client cannot read: its node restarts it, and its death
+        # notice ends the wait (SocketLoop.unreadable)
+        self._unreadable = unreadable
         self._local = threading.local()
 
     def _reassembly(self) -> chunked.Reassembly:
@@ -114,14 +123,19 @@ class DirectPath:
             )
             while True:
                 if sock.poll(_POLL_MS):
-                    message = self._reassembly().feed(wire.recv_frames(sock), sock)
-                    if message is None:
-                        continue  # a chunk of a result still arriving (skyward.transport.chunked)
-                    header, parts = wire.open_message(message, self._links.shm)
-                    if header[:1] != wire.RESULTS:
+                    try:
+                        message = self._reassembly().feed(wire.recv_frames(sock), sock)
+                        if message is None:
+                            continue  # a chunk of a result still arriving (skyward.transport.chunked)
+                        header, parts = wire.open_message(message, self._links.shm)
+                        if header[:1] != wire.RESULTS:
+                            continue
+                        entries = wire.unpack_results(header)
+                    except wire.MALFORMED as error:
+                        self._unreadable(worker, error)
                         continue
                     offset = 0
-                    for tid, status, count, ran in wire.unpack_results(header):
+                    for tid, status, count, ran in entries:
                         if tid == task_id:
                             seconds = ran
                             return self._decoder.value(status, parts[offset : offset + count], key[0])
@@ -196,7 +210,7 @@ class DirectPath:
             pending[task_id] = position
             poller.register(sock, zmq.POLLIN)
         try:
-            return self._collect_on_all(poller, pending, workers, generations)
+            return self._collect_on_all(poller, pending, workers, generations, sockets)
         except KeyboardInterrupt:
             # the caller was interrupted: every worker drops or interrupts its copy, as for >>
             for task_id, position in pending.items():
@@ -210,9 +224,11 @@ class DirectPath:
         pending: dict[int, int],
         workers: list[WorkerLink],
         generations: list[int],
+        sockets: list[zmq.Socket[bytes]],
     ) -> list[Any]:
-        """The results of a task sent to each of ``workers`` (``pending``: task id ->
-        position, emptied as they answer)."""
+        """The results of a task sent to each of ``workers`` over ``sockets`` (``pending``:
+        task id -> position, emptied as they answer)."""
+        by_socket = {sock: position for position, sock in enumerate(sockets)}
         results: list[Any] = [None] * len(workers)
         errors: dict[int, BaseException] = {}
         while pending:
@@ -220,14 +236,19 @@ class DirectPath:
             # at the next poll, which then returns at once. Reading on until zmq.Again cost
             # an exception per socket per wake-up, and a broadcast's workers answer one each.
             for sock, _ in poller.poll(_POLL_MS):
-                message = self._reassembly().feed(wire.recv_frames(sock), sock)
-                if message is None:
-                    continue  # a chunk of a result still arriving (skyward.transport.chunked)
-                header, parts = wire.open_message(message, self._links.shm)
-                if header[:1] != wire.RESULTS:
+                try:
+                    message = self._reassembly().feed(wire.recv_frames(sock), sock)
+                    if message is None:
+                        continue  # a chunk of a result still arriving (skyward.transport.chunked)
+                    header, parts = wire.open_message(message, self._links.shm)
+                    if header[:1] != wire.RESULTS:
+                        continue
+                    entries = wire.unpack_results(header)
+                except wire.MALFORMED as error:
+                    self._unreadable(workers[by_socket[sock]], error)
                     continue
                 offset = 0
-                for task_id, status, count, _ran in wire.unpack_results(header):
+                for task_id, status, count, _ran in entries:
                     payload = parts[offset : offset + count]
                     offset += count
                     if task_id not in pending:

@@ -72,7 +72,7 @@ class WorkerLink:
     """The I/O thread's socket to one worker and what it knows of it (the dispatcher
     holds its work)."""
 
-    __slots__ = ("data_endpoint", "endpoint", "functions", "generation", "key", "last_death", "socket")
+    __slots__ = ("data_endpoint", "endpoint", "functions", "generation", "key", "last_death", "restart_asked", "socket")
 
     def __init__(self, key: WorkerKey, endpoint: str, data_endpoint: str | None = None) -> None:
         self.key = key
@@ -82,6 +82,7 @@ class WorkerLink:
         self.functions: dict[bytes, None] = {}  # insertion ordered: oldest first
         self.generation = 0  # bumped when the worker dies: direct callers notice
         self.last_death = ""
+        self.restart_asked = -1  # the generation whose restart this client asked for (SocketLoop.unreadable)
 
 
 class NodeLink:

@@ -13,14 +13,16 @@ reader's thread does that (see ``stream``).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
 
-from skyward.errors import WorkerDiedError
+from skyward.errors import PoolClosedError, WorkerDiedError
 from skyward.transport import chunked, serialize, wire
 from skyward.transport.completion import Completion
 from skyward.transport.dispatcher import Dispatcher, WorkerKey
@@ -123,6 +125,32 @@ class SocketLoop:
         except zmq.ZMQError:
             pass  # closed meanwhile
 
+    def unreadable(self, worker: WorkerLink, error: BaseException) -> None:
+        """``worker`` sent a message this client cannot read (a bug, or memory gone bad on
+        either side): say so on stderr and ask its agent to restart it, once per worker
+        generation. The agent's death notice then fails what the worker held, as any
+        worker's death does, so nothing waits for an answer that cannot come."""
+        generation = worker.generation
+        with self._ledger.lock:
+            if worker.restart_asked == generation:
+                return
+            worker.restart_asked = generation
+        node_index, index = worker.key
+        reason = wire.describe_malformed(error)
+        print(
+            f"skyward: worker {index} on node {node_index} sent a message this client cannot read ({reason}); "
+            "its node restarts it",
+            file=sys.stderr,
+            flush=True,
+        )
+
+        def ask() -> None:
+            node = self._links.nodes.get(node_index)
+            if node is not None and not node.lost:
+                node.socket.send_multipart([wire.RESTART, str(index).encode(), reason.encode()])
+
+        self.call_soon(ask)
+
     def broadcast(self, frames: list[bytes]) -> None:
         """Send a control message to every live agent."""
         with self._ledger.lock:
@@ -158,6 +186,16 @@ class SocketLoop:
     # -- the loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
+        try:
+            self._serve()
+        except Exception as error:  # a bug here must not leave every caller waiting for ever
+            traceback.print_exc(file=sys.stderr)
+            self.running = False
+            self._ledger.close(
+                PoolClosedError(f"the pool's I/O thread stopped ({type(error).__name__}: {error}); see stderr")
+            )
+
+    def _serve(self) -> None:
         last_ping = 0.0
         dispatcher = self._ledger.dispatcher
         while self.running:
@@ -255,13 +293,18 @@ class SocketLoop:
                 frames = wire.recv_frames(worker.socket, zmq.NOBLOCK)
             except zmq.Again:
                 return
-            message = self._reassembly.feed(frames, worker.socket)
-            if message is None:
-                continue  # a chunk of a result still arriving (skyward.transport.chunked)
-            header, parts = wire.open_message(message, self._links.shm)
-            if header[:1] != wire.RESULTS:
+            try:
+                message = self._reassembly.feed(frames, worker.socket)
+                if message is None:
+                    continue  # a chunk of a result still arriving (skyward.transport.chunked)
+                header, parts = wire.open_message(message, self._links.shm)
+                if header[:1] != wire.RESULTS:
+                    continue
+                entries = wire.unpack_results(header)
+            except wire.MALFORMED as error:
+                self.unreadable(worker, error)
                 continue
-            self._resolve(worker, wire.unpack_results(header), parts, time.monotonic())
+            self._resolve(worker, entries, parts, time.monotonic())
 
     def _resolve(
         self,
@@ -298,13 +341,21 @@ class SocketLoop:
                 return
             node.last_heard = time.monotonic()
             kind = frames[0]
-            if kind == wire.NOTICE:
-                notice = wire.decode_json(frames[1])
-                self._on_notice(node, notice)
-                self._on_message(node.index, kind, notice)
-            elif kind in (wire.LOG, wire.METRICS):
-                self._on_message(node.index, kind, wire.decode_json(frames[1]))
-            elif kind == wire.BYE:
+            try:
+                if kind == wire.NOTICE:
+                    notice = wire.decode_json(frames[1])
+                    self._on_notice(node, notice)
+                    self._on_message(node.index, kind, notice)
+                elif kind in (wire.LOG, wire.METRICS):
+                    self._on_message(node.index, kind, wire.decode_json(frames[1]))
+            except wire.MALFORMED as error:
+                print(
+                    f"skyward: node {node.index} sent a message this client cannot read "
+                    f"({wire.describe_malformed(error)}); it was dropped",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if kind == wire.BYE:
                 node.said_bye = True
                 if self._goodbye is not None:
                     self._goodbye(node)

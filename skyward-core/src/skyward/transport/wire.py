@@ -79,6 +79,7 @@ BLOB = b"D"  # one chunk of a blob (raw bytes, never pickled), and its acknowled
 PLACE = b"G"  # build the working directory from the manifest, and the answer
 CHUNK = b"k"  # [k, bytes]: one chunk of a chunked part, a message of its own (skyward.transport.chunked)
 SEALED_KEY = b"y"  # [y, key]: a chunked part's key; its chunks come sealed on the data connection (transport.sealed)
+RESTART = b"J"  # [J, worker index, reason]: the client cannot read what that worker sent; its agent restarts it
 SEALED_ROUTE = b"o"  # [o, routing id]: where on the data connection this CURVE peer's large buffers go
 FILE_KINDS = (FILES, BLOB, PLACE)  # what an agent's FileReceiver answers
 
@@ -405,6 +406,20 @@ def _chunk_frames(first: memoryview, sizes: Sequence[int], offset: int) -> int:
             count += _BULK.unpack_from(first, offset)[1]
         offset += length
     return count
+
+
+MALFORMED: tuple[type[Exception], ...] = (ValueError, IndexError, KeyError, TypeError, struct.error)
+"""What reading a message that does not follow this module's layout raises (a short or
+inconsistent table, a bad count, bad JSON): the reader reports its sender, never dies
+of it (``SocketLoop.unreadable``)."""
+
+
+def describe_malformed(error: BaseException) -> str:
+    """``struct.error: unpack_from requires ...``, ``ValueError: ...``: what went wrong, for
+    the line that names the sender (``error`` of ``MALFORMED``)."""
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}: {error}"[:300]
 
 
 def recv_frames(sock: Any, flags: int = 0) -> list[Any]:
