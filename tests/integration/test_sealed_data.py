@@ -184,3 +184,62 @@ def test_a_sealed_result_whose_chunks_never_come_fails_its_task_with_a_transfer_
         sender.close()
         receiver.close()
         context.destroy(linger=0)
+
+
+@sky.compute
+def large_result_held_until(release: str, mb: int) -> np.ndarray:
+    """A large result whose sealed chunks wait on the worker until ``release`` exists: its
+    message reaches the client long before its parts, as on a slow link."""
+    import gc
+
+    from skyward.agent.worker import Worker
+
+    worker = next(o for o in gc.get_objects() if isinstance(o, Worker))
+    channel = worker.data
+    assert channel is not None, "a tcp worker has a data channel"
+    forward = channel._forward
+
+    def held(address: bytes, frame: zmq.Frame, dealers: dict[str, zmq.Socket[bytes]]) -> None:
+        while not os.path.exists(release):
+            time.sleep(0.01)
+        forward(address, frame, dealers)
+
+    channel._forward = held  # type: ignore[method-assign]  # the data thread's next chunk waits
+    return np.arange(mb * 2**20 // 8, dtype=np.float64)
+
+
+@sky.compute
+def large_then_small(mb: int) -> Iterator[Any]:
+    yield np.full(mb * 2**20 // 8, 1.0)
+    yield "small"
+    yield np.full(mb * 2**20 // 8, 2.0)
+    yield 3
+
+
+def test_a_large_result_still_arriving_holds_up_nothing_else_of_the_client(tmp_path: Any) -> None:
+    # The client's I/O thread used to wait for the result's parts: no ping reached the node
+    # meanwhile, and with a 2 s grace period its agent stopped before the result arrived.
+    release = str(tmp_path / "release")
+    provider = sky.Local(transport="tcp", shared_memory=False, grace_period=2)
+    with sky.ComputePool(nodes=1, provider=provider, display="quiet") as pool:
+        links = pool._client._links  # type: ignore[union-attr]
+        worker = links.worker((0, 0))
+        _until(lambda: links.data.ready(worker.data_endpoint) is not None, "the worker's data port answered")
+        notices: list[str] = []
+        pool.on(sky.Notice, lambda event: notices.append(event.message))
+        future = pool.submit(large_result_held_until(release, 16))
+        time.sleep(4)  # twice the grace period, the parts held on the worker
+        assert not future.done()
+        open(release, "w").close()
+        got = future.result(timeout=_WAIT)
+        assert np.array_equal(got, np.arange(16 * 2**20 // 8, dtype=np.float64))
+        assert sky.gather(echo(1), echo(2)) >> pool == (1, 2)
+        assert not [n for n in notices if "lost" in n or "stopped" in n], notices
+
+
+def test_a_streams_large_and_small_values_arrive_in_order(tcp_pool: sky.ComputePool) -> None:
+    links = tcp_pool._client._links  # type: ignore[union-attr]
+    _until(lambda: links.data.ready(links.worker((0, 0)).data_endpoint) is not None, "the data port answered")
+    got = list(large_then_small(6) >> tcp_pool)
+    assert [type(v).__name__ for v in got] == ["ndarray", "str", "ndarray", "int"]
+    assert got[0][0] == 1.0 and got[1] == "small" and got[2][0] == 2.0 and got[3] == 3

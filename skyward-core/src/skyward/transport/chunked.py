@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # both import cryptography (25 ms): only processes with a dat
     from skyward.transport.data_channel import DataChannel
     from skyward.transport.sealed import Inbound, TransferKey
 
-__all__ = ["Reassembly", "SealedPath", "send_message"]
+__all__ = ["Reassembly", "SealedMessage", "SealedPath", "send_message"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +159,46 @@ class _Partial:
         return out
 
 
+class SealedMessage:
+    """A message whose sealed parts are still arriving on the data connection, each part's
+    transfer claimed in order (``Reassembly.feed_nowait``). ``complete`` waits for them on
+    the calling thread, which is why the client's I/O thread hands it to a thread of its
+    own: a 2 GB result arrives for seconds after its message, and the I/O thread serves
+    every other worker and node meanwhile."""
+
+    def __init__(self, partial: _Partial, channel: DataChannel, inbounds: list[Inbound]) -> None:
+        self._partial = partial
+        self._channel = channel
+        self._inbounds = inbounds
+
+    def complete(self) -> list[Any]:
+        """The whole message (``wire.open_message``). A part that stalls (``sealed.STALL``)
+        becomes a ``TransferError``, which its task fails with (``serialize.loads``), so
+        the message still arrives and nobody waits on it."""
+        stalled: TransferError | None = None
+        for inbound in self._inbounds:
+            if stalled is not None:
+                self._channel.forget(inbound)
+                self._partial.buffers.append(stalled)
+                continue
+            try:
+                self._partial.buffers.append(self._channel.wait(inbound))
+            except TimeoutError as error:
+                stalled = TransferError(str(error))
+                self._partial.buffers.append(stalled)
+        return self._partial.message()
+
+    def forget(self) -> None:
+        """Nobody will read it (its sender's socket closed): stop receiving its parts."""
+        for inbound in self._inbounds:
+            self._channel.forget(inbound)
+
+
 class Reassembly:
     """Messages of ``send_message`` put back together, per sender: ``feed`` each message
     received; it returns a whole message for ``wire.open_message``, or None while chunks
-    are still to come (or for a chunk that has no message to join)."""
+    are still to come (or for a chunk that has no message to join). ``feed_nowait``
+    returns a ``SealedMessage`` instead of waiting for sealed parts."""
 
     def __init__(self, channel: Callable[[], DataChannel | None] = lambda: None) -> None:
         self._partial: dict[Hashable, _Partial] = {}
@@ -177,6 +213,10 @@ class Reassembly:
         return self._routes.get(sender)
 
     def feed(self, frames: Sequence[Any], sender: Hashable = None) -> list[Any] | None:
+        message = self.feed_nowait(frames, sender)
+        return message.complete() if isinstance(message, SealedMessage) else message
+
+    def feed_nowait(self, frames: Sequence[Any], sender: Hashable = None) -> list[Any] | SealedMessage | None:
         first = _view(frames[0])
         if len(frames) == 2 and first.nbytes == 1 and first[0] in _SEALED_BYTES:
             self._on_sealed(first[0], _view(frames[1]), sender)
@@ -205,7 +245,7 @@ class Reassembly:
             raise ValueError("a message whose own frames do not match its table")
         partial = _Partial(list(frames), layout)
         if self._sealed.get(sender):
-            return self._open_sealed(partial, sender)
+            return self._claim_sealed(partial, sender)
         self._partial[sender] = partial
         return None
 
@@ -220,33 +260,25 @@ class Reassembly:
 
             self._sealed.setdefault(sender, deque()).append(channel.expect(TransferKey.unpack(body)))
 
-    def _open_sealed(self, partial: _Partial, sender: Hashable) -> list[Any]:
-        """The message whose parts were sealed: each part's transfer, in order, once whole.
-        A part that stalls (``sealed.STALL``) becomes a ``TransferError``, which its task
-        fails with (``serialize.loads``), so the message still arrives and nobody waits on
-        it. Raises ValueError for a part missing or of another length."""
+    def _claim_sealed(self, partial: _Partial, sender: Hashable) -> SealedMessage:
+        """The message whose parts were sealed, with each part's announced transfer, in
+        order. Raises ValueError for a part missing or of another length."""
         channel = self._channel()
         assert channel is not None  # a transfer was announced, so the channel exists
         announced = self._sealed[sender]
-        stalled: TransferError | None = None
+        inbounds: list[Inbound] = []
         for index in partial.parts:
             total = partial.layout[index][0]
-            if not announced:
-                raise ValueError("a message with more chunked parts than sealed transfers announced")
-            inbound = announced.popleft()
-            if inbound.key.length != total:
-                channel.forget(inbound)
-                raise ValueError(f"a sealed transfer of {inbound.key.length} bytes for a part of {total}")
-            if stalled is not None:
-                channel.forget(inbound)
-                partial.buffers.append(stalled)
-                continue
-            try:
-                partial.buffers.append(channel.wait(inbound))
-            except TimeoutError as error:
-                stalled = TransferError(str(error))
-                partial.buffers.append(stalled)
-        return partial.message()
+            if not announced or announced[0].key.length != total:
+                for inbound in inbounds:
+                    channel.forget(inbound)
+                if not announced:
+                    raise ValueError("a message with more chunked parts than sealed transfers announced")
+                wrong = announced.popleft()
+                channel.forget(wrong)
+                raise ValueError(f"a sealed transfer of {wrong.key.length} bytes for a part of {total}")
+            inbounds.append(announced.popleft())
+        return SealedMessage(partial, channel, inbounds)
 
     def drop(self, sender: Hashable) -> None:
         """Forget ``sender``'s unfinished message (its socket is closed)."""

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -70,6 +71,9 @@ class SocketLoop:
         self._poller = zmq.Poller()
         self._by_socket: dict[zmq.Socket[bytes], NodeLink | WorkerLink] = {}
         self._reassembly = chunked.Reassembly(links.data_channel)  # per worker socket
+        # per worker socket: a result whose sealed parts are still arriving (waited for on
+        # a thread of its own, ``_await_sealed``), then what that socket sent after it, in order
+        self._held: dict[zmq.Socket[bytes], deque[list[Any] | chunked.SealedMessage]] = {}
         self._thread: threading.Thread | None = None
         self.running = False
 
@@ -168,6 +172,9 @@ class SocketLoop:
         self._poller.unregister(sock)
         self._by_socket.pop(sock, None)
         self._reassembly.drop(sock)
+        for item in self._held.pop(sock, ()):
+            if isinstance(item, chunked.SealedMessage):
+                item.forget()
 
     def open_worker(self, worker: WorkerLink) -> None:
         worker.socket = self._links.socket(zmq.DEALER, worker.endpoint, self._links.nodes[worker.key[0]].server_public)
@@ -288,23 +295,81 @@ class SocketLoop:
             chunked.send_message(worker.socket, wire.pack_message(message, self._links.shm, bulk), sealed=sealed)
 
     def _drain_worker(self, worker: WorkerLink) -> None:
-        while worker.socket is not None:
+        while (sock := worker.socket) is not None:
             try:
-                frames = wire.recv_frames(worker.socket, zmq.NOBLOCK)
+                frames = wire.recv_frames(sock, zmq.NOBLOCK)
             except zmq.Again:
                 return
             try:
-                message = self._reassembly.feed(frames, worker.socket)
-                if message is None:
-                    continue  # a chunk of a result still arriving (skyward.transport.chunked)
-                header, parts = wire.open_message(message, self._links.shm)
-                if header[:1] != wire.RESULTS:
-                    continue
-                entries = wire.unpack_results(header)
+                message = self._reassembly.feed_nowait(frames, sock)
             except wire.MALFORMED as error:
                 self.unreadable(worker, error)
                 continue
-            self._resolve(worker, entries, parts, time.monotonic())
+            if message is None:
+                continue  # a chunk of a result still arriving (skyward.transport.chunked)
+            held = self._held.get(sock)
+            if held is not None:
+                held.append(message)  # behind a sealed result still arriving: a stream's values keep their order
+            elif isinstance(message, chunked.SealedMessage):
+                self._held[sock] = deque([message])
+                self._await_sealed(worker, sock, message)
+            else:
+                self._take(worker, message)
+
+    def _take(self, worker: WorkerLink, message: list[Any]) -> None:
+        """Settle what a whole message from ``worker`` says."""
+        try:
+            header, parts = wire.open_message(message, self._links.shm)
+            if header[:1] != wire.RESULTS:
+                return
+            entries = wire.unpack_results(header)
+        except wire.MALFORMED as error:
+            self.unreadable(worker, error)
+            return
+        self._resolve(worker, entries, parts, time.monotonic())
+
+    def _await_sealed(self, worker: WorkerLink, sock: zmq.Socket[bytes], sealed: chunked.SealedMessage) -> None:
+        """Wait for ``sealed``'s parts on a thread of its own, then settle it here. Waiting
+        on this thread, a large result over tcp held every other worker's results, the
+        dispatch and the heartbeat (the agents' grace period) for as long as its transfer
+        took: seconds for a 2 GB array on a 10 Gbit link, up to a stall's 60 s."""
+
+        def wait() -> None:
+            try:
+                whole: list[Any] | BaseException = sealed.complete()
+            except Exception as error:  # an inconsistent message: reported as any unreadable one
+                whole = error
+            self.call_soon(lambda: self._release(worker, sock, sealed, whole))
+
+        threading.Thread(target=wait, name="skyward-sealed", daemon=True).start()
+
+    def _release(
+        self,
+        worker: WorkerLink,
+        sock: zmq.Socket[bytes],
+        sealed: chunked.SealedMessage,
+        whole: list[Any] | BaseException,
+    ) -> None:
+        """``sealed`` arrived whole: settle it, then what its socket sent after it, up to
+        the next sealed result still arriving. Nothing when the socket was closed meanwhile
+        (its worker died or left: what it held failed then)."""
+        held = self._held.get(sock)
+        if not held or held[0] is not sealed:
+            return
+        held.popleft()
+        if isinstance(whole, BaseException):
+            self.unreadable(worker, whole)
+        else:
+            self._take(worker, whole)
+        while held:
+            item = held[0]
+            if isinstance(item, chunked.SealedMessage):
+                self._await_sealed(worker, sock, item)
+                return
+            held.popleft()
+            self._take(worker, item)
+        if self._held.get(sock) is held:  # (a result settled above may have closed the socket)
+            del self._held[sock]
 
     def _resolve(
         self,
