@@ -7,7 +7,9 @@ port that never answers is named, and nothing waits on it."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,7 +20,7 @@ import zmq
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import skyward as sky
-from skyward.errors import TransferError
+from skyward.errors import TransferError, WorkerDiedError
 from skyward.transport import chunked, serialize, wire
 from skyward.transport.bulk import BULK_CHUNK, BULK_MIN, BulkFrames
 from skyward.transport.data_channel import DataChannel
@@ -200,6 +202,7 @@ def large_result_held_until(release: str, mb: int) -> np.ndarray:
     forward = channel._forward
 
     def held(address: bytes, frame: zmq.Frame, dealers: dict[str, zmq.Socket[bytes]]) -> None:
+        open(release + ".sending", "a").close()  # the chunks are sealed: the message follows at once
         while not os.path.exists(release):
             time.sleep(0.01)
         forward(address, frame, dealers)
@@ -243,3 +246,34 @@ def test_a_streams_large_and_small_values_arrive_in_order(tcp_pool: sky.ComputeP
     got = list(large_then_small(6) >> tcp_pool)
     assert [type(v).__name__ for v in got] == ["ndarray", "str", "ndarray", "int"]
     assert got[0][0] == 1.0 and got[1] == "small" and got[2][0] == 2.0 and got[3] == 3
+
+
+@sky.compute
+def worker_pid() -> int:
+    return os.getpid()
+
+
+def test_a_call_whose_worker_dies_while_its_large_result_arrives_fails_with_the_death_at_once(tmp_path: Any) -> None:
+    # The caller used to wait for the parts until the stall (60 s), then fail with TransferError.
+    release = str(tmp_path / "never")  # never made: the result's parts never leave the worker
+    with sky.ComputePool(nodes=1, provider=sky.Local(transport="tcp", shared_memory=False), display="quiet") as pool:
+        links = pool._client._links  # type: ignore[union-attr]
+        _until(lambda: links.data.ready(links.worker((0, 0)).data_endpoint) is not None, "the data port answered")
+        pid = worker_pid() >> pool
+        outcome: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                large_result_held_until(release, 16) >> pool
+            except BaseException as error:
+                outcome.append(error)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        _until(lambda: os.path.exists(release + ".sending"), "the worker sealed the result")
+        time.sleep(0.5)  # its message, sent right after, reaches the caller
+        os.kill(pid, signal.SIGKILL)
+        caller.join(_WAIT)
+        assert not caller.is_alive(), f"the caller still waited {_WAIT:g} s after its worker died"
+        assert len(outcome) == 1 and isinstance(outcome[0], WorkerDiedError), outcome
+        assert echo(1) >> pool == 1, "the restarted worker serves the next call"

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from skyward.errors import TransferError
 from skyward.transport import wire
@@ -171,21 +171,35 @@ class SealedMessage:
         self._channel = channel
         self._inbounds = inbounds
 
-    def complete(self) -> list[Any]:
+    @overload
+    def complete(self) -> list[Any]: ...
+
+    @overload
+    def complete(self, gone: Callable[[], bool]) -> list[Any] | None: ...
+
+    def complete(self, gone: Callable[[], bool] | None = None) -> list[Any] | None:
         """The whole message (``wire.open_message``). A part that stalls (``sealed.STALL``)
         becomes a ``TransferError``, which its task fails with (``serialize.loads``), so
-        the message still arrives and nobody waits on it."""
+        the message still arrives and nobody waits on it. With ``gone`` (asked while a
+        part is arriving: its sender died), None as soon as it says so, the rest forgotten:
+        a caller waiting on that worker learns of its death at once, not after a stall."""
+        from skyward.transport.sealed import SenderGone  # noqa: PLC0415 (see the imports)
+
         stalled: TransferError | None = None
-        for inbound in self._inbounds:
+        for position, inbound in enumerate(self._inbounds):
             if stalled is not None:
                 self._channel.forget(inbound)
                 self._partial.buffers.append(stalled)
                 continue
             try:
-                self._partial.buffers.append(self._channel.wait(inbound))
+                self._partial.buffers.append(self._channel.wait(inbound, gone))
             except TimeoutError as error:
                 stalled = TransferError(str(error))
                 self._partial.buffers.append(stalled)
+            except SenderGone:
+                for rest in self._inbounds[position + 1 :]:
+                    self._channel.forget(rest)
+                return None
         return self._partial.message()
 
     def forget(self) -> None:

@@ -136,10 +136,10 @@ class DataChannel:
             self._open(inbound, frame)
         return inbound
 
-    def wait(self, inbound: Inbound) -> memoryview:
+    def wait(self, inbound: Inbound, gone: Callable[[], bool] | None = None) -> memoryview:
         """The transfer's buffer once whole (``Inbound.wait``), then forgotten."""
         try:
-            buffer = inbound.wait(self._stall)
+            buffer = inbound.wait(self._stall, gone=gone)
         finally:
             self.forget(inbound)
         self.received += 1

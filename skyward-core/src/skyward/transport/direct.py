@@ -11,6 +11,7 @@ does not pile onto a worker the caller is using.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -63,6 +64,17 @@ class DirectPath:
         if found is None:
             found = self._local.reassembly = chunked.Reassembly(self._links.data_channel)
         return found
+
+    def _gone(self, worker: WorkerLink, generation: int) -> bool:
+        """Whether ``worker`` died (or its node was lost) since ``generation``, or the pool closed."""
+        return worker.generation != generation or self._ledger.closed_reason is not None
+
+    @staticmethod
+    def _complete(message: list[Any] | chunked.SealedMessage | None, gone: Callable[[], bool]) -> list[Any] | None:
+        """A received message, whole: a sealed result's parts are waited for here, on the
+        caller's thread (its call waits for them anyway), until ``gone`` says its worker
+        died or the pool closed (then None: the caller's checks raise the reason)."""
+        return message.complete(gone) if isinstance(message, chunked.SealedMessage) else message
 
     def _socket(self, worker: WorkerLink) -> zmq.Socket[bytes]:
         """This thread's own socket to ``worker`` (remade after the worker restarts)."""
@@ -124,7 +136,10 @@ class DirectPath:
             while True:
                 if sock.poll(_POLL_MS):
                     try:
-                        message = self._reassembly().feed(wire.recv_frames(sock), sock)
+                        message = self._complete(
+                            self._reassembly().feed_nowait(wire.recv_frames(sock), sock),
+                            functools.partial(self._gone, worker, generation),
+                        )
                         if message is None:
                             continue  # a chunk of a result still arriving (skyward.transport.chunked)
                         header, parts = wire.open_message(message, self._links.shm)
@@ -236,8 +251,12 @@ class DirectPath:
             # at the next poll, which then returns at once. Reading on until zmq.Again cost
             # an exception per socket per wake-up, and a broadcast's workers answer one each.
             for sock, _ in poller.poll(_POLL_MS):
+                position = by_socket[sock]
                 try:
-                    message = self._reassembly().feed(wire.recv_frames(sock), sock)
+                    message = self._complete(
+                        self._reassembly().feed_nowait(wire.recv_frames(sock), sock),
+                        functools.partial(self._gone, workers[position], generations[position]),
+                    )
                     if message is None:
                         continue  # a chunk of a result still arriving (skyward.transport.chunked)
                     header, parts = wire.open_message(message, self._links.shm)
@@ -245,7 +264,7 @@ class DirectPath:
                         continue
                     entries = wire.unpack_results(header)
                 except wire.MALFORMED as error:
-                    self._unreadable(workers[by_socket[sock]], error)
+                    self._unreadable(workers[position], error)
                     continue
                 offset = 0
                 for task_id, status, count, _ran in entries:

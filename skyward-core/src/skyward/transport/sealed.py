@@ -57,6 +57,7 @@ __all__ = [
     "STALL",
     "TAG",
     "Inbound",
+    "SenderGone",
     "TransferKey",
     "new_transfer",
     "seal_chunk",
@@ -77,6 +78,11 @@ STALL = 60.0
 """Seconds a receiver waits for a transfer's next chunk before it gives the message up:
 long enough for a congested link, short enough that a connection lost half-way ends in
 an error rather than a hang."""
+
+
+class SenderGone(Exception):
+    """The sender of a transfer went away while its chunks arrived (its worker died, its
+    node was lost): nobody waits for the rest (``Inbound.wait``'s ``gone``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +202,12 @@ class Inbound:
     def complete(self) -> bool:
         return self._done.is_set()
 
-    def wait(self, stall: float = STALL, step: float = 0.5) -> memoryview:
-        """The whole buffer; raises ``TimeoutError`` when no chunk came for ``stall`` seconds."""
+    def wait(self, stall: float = STALL, step: float = 0.5, gone: Callable[[], bool] | None = None) -> memoryview:
+        """The whole buffer; raises ``TimeoutError`` when no chunk came for ``stall`` seconds,
+        and ``SenderGone`` as soon as ``gone()`` (asked every ``step`` seconds) says so."""
         while not self._done.wait(step):
+            if gone is not None and gone():
+                raise SenderGone(f"the sender of a transfer of {self.key.length} bytes went away")
             if self._clock() - self.last > stall:
                 missing = self._left
                 raise TimeoutError(
