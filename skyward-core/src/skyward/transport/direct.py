@@ -65,16 +65,25 @@ class DirectPath:
             found = self._local.reassembly = chunked.Reassembly(self._links.data_channel)
         return found
 
+    def _receive(self, sock: zmq.Socket[bytes], worker: WorkerLink, generation: int) -> wire.Results | None:
+        """The results of the message waiting on this caller's ``sock`` to ``worker``; None
+        while a result's chunks are still to come, for a message of another kind, and for
+        one this client cannot read (its worker is restarted: ``SocketLoop.unreadable``).
+        A sealed result's parts are waited for here, on the caller's thread (its call waits
+        for them anyway), until ``worker`` dies or the pool closes (then None too: the
+        caller's checks raise the reason)."""
+        try:
+            message = self._reassembly().feed_nowait(wire.recv_frames(sock), sock)
+            if isinstance(message, chunked.SealedMessage):
+                message = message.complete(functools.partial(self._gone, worker, generation))
+            return None if message is None else wire.open_results(message, self._links.shm)
+        except wire.MALFORMED as error:
+            self._unreadable(worker, error)
+            return None
+
     def _gone(self, worker: WorkerLink, generation: int) -> bool:
         """Whether ``worker`` died (or its node was lost) since ``generation``, or the pool closed."""
         return worker.generation != generation or self._ledger.closed_reason is not None
-
-    @staticmethod
-    def _complete(message: list[Any] | chunked.SealedMessage | None, gone: Callable[[], bool]) -> list[Any] | None:
-        """A received message, whole: a sealed result's parts are waited for here, on the
-        caller's thread (its call waits for them anyway), until ``gone`` says its worker
-        died or the pool closed (then None: the caller's checks raise the reason)."""
-        return message.complete(gone) if isinstance(message, chunked.SealedMessage) else message
 
     def _socket(self, worker: WorkerLink) -> zmq.Socket[bytes]:
         """This thread's own socket to ``worker`` (remade after the worker restarts)."""
@@ -135,20 +144,10 @@ class DirectPath:
             )
             while True:
                 if sock.poll(_POLL_MS):
-                    try:
-                        message = self._complete(
-                            self._reassembly().feed_nowait(wire.recv_frames(sock), sock),
-                            functools.partial(self._gone, worker, generation),
-                        )
-                        if message is None:
-                            continue  # a chunk of a result still arriving (skyward.transport.chunked)
-                        header, parts = wire.open_message(message, self._links.shm)
-                        if header[:1] != wire.RESULTS:
-                            continue
-                        entries = wire.unpack_results(header)
-                    except wire.MALFORMED as error:
-                        self._unreadable(worker, error)
-                        continue
+                    results = self._receive(sock, worker, generation)
+                    if results is None:
+                        continue  # a chunk still to come, or nothing this call reads
+                    entries, parts = results
                     offset = 0
                     for tid, status, count, ran in entries:
                         if tid == task_id:
@@ -251,21 +250,11 @@ class DirectPath:
             # at the next poll, which then returns at once. Reading on until zmq.Again cost
             # an exception per socket per wake-up, and a broadcast's workers answer one each.
             for sock, _ in poller.poll(_POLL_MS):
-                position = by_socket[sock]
-                try:
-                    message = self._complete(
-                        self._reassembly().feed_nowait(wire.recv_frames(sock), sock),
-                        functools.partial(self._gone, workers[position], generations[position]),
-                    )
-                    if message is None:
-                        continue  # a chunk of a result still arriving (skyward.transport.chunked)
-                    header, parts = wire.open_message(message, self._links.shm)
-                    if header[:1] != wire.RESULTS:
-                        continue
-                    entries = wire.unpack_results(header)
-                except wire.MALFORMED as error:
-                    self._unreadable(workers[position], error)
-                    continue
+                at = by_socket[sock]
+                received = self._receive(sock, workers[at], generations[at])
+                if received is None:
+                    continue  # a chunk still to come, or nothing this call reads
+                entries, parts = received
                 offset = 0
                 for task_id, status, count, _ran in entries:
                     payload = parts[offset : offset + count]

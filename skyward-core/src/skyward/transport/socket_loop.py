@@ -319,14 +319,12 @@ class SocketLoop:
     def _take(self, worker: WorkerLink, message: list[Any]) -> None:
         """Settle what a whole message from ``worker`` says."""
         try:
-            header, parts = wire.open_message(message, self._links.shm)
-            if header[:1] != wire.RESULTS:
-                return
-            entries = wire.unpack_results(header)
+            results = wire.open_results(message, self._links.shm)
         except wire.MALFORMED as error:
             self.unreadable(worker, error)
             return
-        self._resolve(worker, entries, parts, time.monotonic())
+        if results is not None:
+            self._resolve(worker, *results, time.monotonic())
 
     def _await_sealed(self, worker: WorkerLink, sock: zmq.Socket[bytes], sealed: chunked.SealedMessage) -> None:
         """Wait for ``sealed``'s parts on a thread of its own, then settle it here. Waiting

@@ -332,6 +332,20 @@ def frame_layout(first: memoryview) -> list[tuple[int, int]] | None:
     return layout
 
 
+Results = tuple[list[tuple[int, "Status", int, float]], list[Any]]
+"""A results message opened: (task id, status, part count, seconds run) per task, and the parts."""
+
+
+def open_results(frames: Sequence[Any], shm: SharedMemory | None = None) -> Results | None:
+    """The results a whole message from a worker carries (``open_message``, then
+    ``unpack_results``); None for a message of another kind. Raises one of ``MALFORMED``
+    for a message that breaks the layout."""
+    header, parts = open_message(frames, shm)
+    if header[:1] != RESULTS:
+        return None
+    return unpack_results(header), parts
+
+
 def open_message(frames: Sequence[Any], shm: SharedMemory | None = None) -> tuple[bytes, list[Any]]:
     """(header, the other parts) of a received message (``zmq.Frame`` objects or bytes),
     packed (``pack_message``: small parts come back as memoryviews into its first frame)
