@@ -332,12 +332,16 @@ class SocketLoop:
         dispatch and the heartbeat (the agents' grace period) for as long as its transfer
         took: seconds for a 2 GB array on a 10 Gbit link, up to a stall's 60 s."""
 
+        held = self._held[sock]
+
         def wait() -> None:
             try:
-                whole: list[Any] | BaseException = sealed.complete()
+                # stops waiting once the socket is closed (its worker died or left): nobody reads it
+                whole: list[Any] | BaseException | None = sealed.complete(lambda: self._held.get(sock) is not held)
             except Exception as error:  # an inconsistent message: reported as any unreadable one
                 whole = error
-            self.call_soon(lambda: self._release(worker, sock, sealed, whole))
+            if whole is not None:
+                self.call_soon(lambda: self._release(worker, sock, sealed, whole))
 
         threading.Thread(target=wait, name="skyward-sealed", daemon=True).start()
 
