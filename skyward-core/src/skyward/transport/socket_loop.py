@@ -132,8 +132,8 @@ class SocketLoop:
     def unreadable(self, worker: WorkerLink, error: BaseException) -> None:
         """``worker`` sent a message this client cannot read (a bug, or memory gone bad on
         either side): say so on stderr and ask its agent to restart it, once per worker
-        generation. The agent's death notice then fails what the worker held, as any
-        worker's death does, so nothing waits for an answer that cannot come."""
+        generation. What the worker holds fails at once, and it takes no task until its
+        agent says it is back, so nothing waits for an answer that cannot come."""
         generation = worker.generation
         with self._ledger.lock:
             if worker.restart_asked == generation:
@@ -150,8 +150,22 @@ class SocketLoop:
 
         def ask() -> None:
             node = self._links.nodes.get(node_index)
-            if node is not None and not node.lost:
-                node.socket.send_multipart([wire.RESTART, str(index).encode(), reason.encode()])
+            if node is None or node.lost:
+                return
+            # out of the pool's view until it is back (the agent's worker-ready): what it holds
+            # fails now, and no new task is sent to a worker about to be killed
+            death = (
+                f"worker {index} on node {node_index} sent a message the client cannot read ({reason}) "
+                "while it held this task; its node restarts it"
+            )
+
+            def dead(dispatcher: Dispatcher) -> list[tuple[int, BaseException]]:
+                return [(task_id, WorkerDiedError(death)) for task_id in dispatcher.worker_died(worker.key)]
+
+            self._ledger.fail_where(dead)
+            worker.last_death = death
+            worker.generation += 1
+            node.socket.send_multipart([wire.RESTART, str(index).encode(), reason.encode()])
 
         self.call_soon(ask)
 
